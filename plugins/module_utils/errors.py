@@ -1,0 +1,63 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""One exception hierarchy for the collection.
+
+Every message is written for the operator: what failed, where (parameter, resource, apiserver), and
+the next step. ``KubeUpgradeModule`` turns any of these into a single ``fail_json`` at the top of a
+module, so no traceback reaches the operator.
+"""
+
+from __future__ import annotations
+
+
+class KubeUpgradeError(Exception):
+    """Base class: ``str(error)`` is the operator-facing message; ``details`` goes into the result."""
+
+    def __init__(self, message, details=None):
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+
+class ConfigurationError(KubeUpgradeError):
+    """Bad parameters, kubeconfig, context or credentials, found before talking to any apiserver."""
+
+
+class ProfileError(KubeUpgradeError):
+    """A release profile that does not exist, or a profile file that is malformed."""
+
+
+class ManifestError(KubeUpgradeError):
+    """A CRD manifest that cannot be read or is not a valid CustomResourceDefinition."""
+
+
+class ApiError(KubeUpgradeError):
+    """An apiserver answered with an HTTP error status.
+
+    ``status`` is the HTTP code, ``reason`` the Status reason (may be empty: decode failures are 500s
+    without a reason), ``retry_after`` the server's suggested delay in seconds (or None).
+    """
+
+    def __init__(self, message, endpoint=None, method=None, path=None, status=None, reason=None,
+                 api_message=None, retry_after=None, body=None):
+        details = {"endpoint": endpoint, "method": method, "path": path, "status": status, "reason": reason}
+        super().__init__(message, details={k: v for k, v in details.items() if v is not None})
+        self.endpoint = endpoint
+        self.method = method
+        self.path = path
+        self.status = status
+        self.reason = reason or ""
+        self.api_message = api_message or ""
+        self.retry_after = retry_after
+        self.body = body
+
+
+class EndpointUnreachable(ApiError):
+    """No HTTP answer at all: connection refused or reset, timeout, TLS failure."""
+
+
+class MigrationError(KubeUpgradeError):
+    """A storage migration failed or was stopped; names the resource (and object) and the reason."""
+
+
+class DisagreementError(KubeUpgradeError):
+    """Apiserver endpoints report different storage versions where agreement is required."""
