@@ -1,0 +1,138 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the collection observed about a cluster, as plain data classes.
+
+``observe.py`` fills these from the apiservers; the pure capabilities (verdicts, agreement, records)
+read them. Keeping them in one place is the contract between I/O and logic: judging never talks to
+a server, and a test can build an ``Observation`` from recorded documents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional
+
+
+@dataclass
+class ObservedResource:
+    """One persisted resource as one apiserver endpoint's legacy discovery reports it."""
+
+    name: str  # kubectl-style: "deployments.apps", "pods"
+    group: str
+    kind: str
+    namespaced: bool
+    storage_hash: str  # storageVersionHash from discovery ("" if the endpoint reports none)
+    served_versions: List[str] = field(default_factory=list)
+    storage_version: Optional[str] = None  # the hash mapped back to a version; None = maps to nothing known
+    verbs: List[str] = field(default_factory=list)
+
+
+@dataclass
+class EndpointObservation:
+    """Everything one apiserver endpoint said, or why it said nothing."""
+
+    endpoint: str  # base URL
+    reachable: bool
+    error: Optional[str] = None  # operator-facing reason when unreachable / unauthorised / a group failed
+    status: Optional[int] = None  # HTTP status of the failure, if any
+    git_version: Optional[str] = None  # /version gitVersion, e.g. "v1.32.0"
+    release: Optional[str] = None  # "1.32", derived from git_version
+    ready: bool = False  # /readyz answered 200
+    resources: Dict[str, ObservedResource] = field(default_factory=dict)  # by kubectl-style name
+    failed_groups: List[str] = field(default_factory=list)  # group/versions whose discovery failed
+
+    @property
+    def complete(self) -> bool:
+        """True when the endpoint answered and every group/version's discovery succeeded."""
+        return self.reachable and not self.failed_groups
+
+
+@dataclass
+class CrdVersion:
+    name: str
+    served: bool
+    storage: bool
+
+
+@dataclass
+class ObservedCrd:
+    """A CustomResourceDefinition as stored in the cluster (or as given in a target manifest)."""
+
+    name: str  # "widgets.example.com"
+    group: str
+    kind: str
+    plural: str
+    scope: str  # "Namespaced" | "Cluster"
+    versions: List[CrdVersion] = field(default_factory=list)
+    stored_versions: List[str] = field(default_factory=list)  # status.storedVersions ([] for a manifest)
+    generation: Optional[int] = None
+    resource_version: Optional[str] = None
+
+    @property
+    def storage_version(self) -> Optional[str]:
+        storage = [v.name for v in self.versions if v.storage]
+        return storage[0] if len(storage) == 1 else None
+
+    @property
+    def served_versions(self) -> List[str]:
+        return [v.name for v in self.versions if v.served]
+
+    @property
+    def version_names(self) -> List[str]:
+        return [v.name for v in self.versions]
+
+
+@dataclass
+class StorageStateRecord:
+    """A ``migration.k8s.io/v1alpha1`` StorageState object (named like the resource)."""
+
+    name: str
+    group: str
+    resource: str
+    persisted_hashes: List[str] = field(default_factory=list)
+    current_hash: Optional[str] = None
+    last_heartbeat: Optional[str] = None  # RFC 3339 as stored
+    resource_version: Optional[str] = None
+    annotations: Dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StorageVersionEntry:
+    """One apiserver's entry in an ``internal.apiserver.k8s.io/v1alpha1`` StorageVersion object."""
+
+    api_server_id: str
+    encoding_version: str  # "apps/v1" style
+    decodable_versions: List[str] = field(default_factory=list)
+    served_versions: List[str] = field(default_factory=list)
+
+
+@dataclass
+class ObservedStorageVersion:
+    name: str  # "apps.deployments", "core.configmaps"
+    entries: List[StorageVersionEntry] = field(default_factory=list)
+    common_encoding_version: Optional[str] = None
+
+
+@dataclass
+class IdentityLease:
+    name: str
+    holder_identity: Optional[str] = None
+    hostname: Optional[str] = None
+    renew_time: Optional[str] = None
+
+
+@dataclass
+class Observation:
+    """One observation of a cluster: every endpoint separately, plus cluster-wide records."""
+
+    endpoints: List[EndpointObservation] = field(default_factory=list)
+    crds: Dict[str, ObservedCrd] = field(default_factory=dict)  # by CRD name == resource name
+    storage_states: Dict[str, StorageStateRecord] = field(default_factory=dict)  # by resource name
+    storage_state_crd_installed: bool = False
+    storage_versions: Dict[str, ObservedStorageVersion] = field(default_factory=dict)  # None-served -> empty
+    storage_version_api_served: bool = False
+    identity_leases: List[IdentityLease] = field(default_factory=list)
+    warnings: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        """Plain JSON-able dict for module results."""
+        return asdict(self)
