@@ -61,3 +61,20 @@ class MigrationError(KubeUpgradeError):
 
 class DisagreementError(KubeUpgradeError):
     """Apiserver endpoints report different storage versions where agreement is required."""
+
+
+_DECODE_FAILURE_MARKERS = (
+    "is registered for version",  # no kind "ConfigMap" is registered for version "v9" in scheme ...
+    "request to convert CR from an invalid group/version",
+    "illegal base64 data",
+    "couldn't get version/kind",
+)
+
+
+def is_decode_failure(status, message) -> bool:
+    """True for the 500 an apiserver returns when it cannot decode an object stored in etcd.
+
+    The real answer is a 500 *without* a reason and with the Go error text (see the recorded
+    decode/ exchanges). Retrying it never helps, so callers report it instead.
+    """
+    return status == 500 and any(marker in (message or "") for marker in _DECODE_FAILURE_MARKERS)

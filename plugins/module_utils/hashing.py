@@ -22,7 +22,7 @@ def storage_version_hash(group: str, version: str, kind: str) -> str:
             raise ValueError(f"storage_version_hash needs a non-empty {label}, got {value!r}")
     if group is None:
         group = ""
-    digest = hashlib.sha256(f"{group}/{version}/{kind}".encode("utf-8")).digest()
+    digest = hashlib.sha256(f"{group}/{version}/{kind}".encode()).digest()
     return base64.b64encode(digest[:8]).decode("ascii")
 
 

@@ -21,7 +21,7 @@ class GroupResource:
         return f"{self.resource}.{self.group}" if self.group else self.resource
 
     @classmethod
-    def parse(cls, name: str) -> "GroupResource":
+    def parse(cls, name: str) -> GroupResource:
         """Inverse of ``name``: resource names never contain a dot, so split at the first one."""
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"resource name must be a non-empty string like 'deployments.apps', got {name!r}")
