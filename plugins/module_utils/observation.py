@@ -24,6 +24,9 @@ class ObservedResource:
     served_versions: List[str] = field(default_factory=list)
     storage_version: Optional[str] = None  # the hash mapped back to a version; None = maps to nothing known
     verbs: List[str] = field(default_factory=list)
+    # {version: hash} when this endpoint's served versions report different hashes (storage_hash is then
+    # ""): the endpoint contradicts itself, so callers must fail closed. Empty when consistent.
+    hash_mismatch: Dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
