@@ -1,0 +1,99 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Run ansible-playbook the way an operator does, and read its recap.
+
+Integration tests assert on the cluster's state afterwards (through the simulator's admin
+interface); the recap is only used for "changed=0 on a second run" style checks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:\w+=\d+\s*)+)$")
+
+
+def collections_path() -> str:
+    """``collections/ansible_collections/kubeupgrade/storage`` must point at this checkout."""
+    root = REPO / "collections"
+    link = root / "ansible_collections" / "kubeupgrade" / "storage"
+    if not link.exists():
+        link.parent.mkdir(parents=True, exist_ok=True)
+        link.symlink_to(REPO)
+    return str(root)
+
+
+@dataclass
+class PlaybookRun:
+    rc: int
+    stdout: str
+    stderr: str
+    recap: dict = field(default_factory=dict)
+
+    @property
+    def changed_total(self) -> int:
+        return sum(counts.get("changed", 0) for counts in self.recap.values())
+
+    @property
+    def failed_total(self) -> int:
+        return sum(counts.get("failed", 0) + counts.get("unreachable", 0) for counts in self.recap.values())
+
+
+def parse_recap(stdout: str) -> dict:
+    recap, in_recap = {}, False
+    for line in stdout.splitlines():
+        if line.startswith("PLAY RECAP"):
+            in_recap, recap = True, {}
+            continue
+        match = RECAP.match(line.strip()) if in_recap else None
+        if match:
+            recap[match.group("host")] = {k: int(v) for k, v in (kv.split("=") for kv in match.group("counts").split())}
+    return recap
+
+
+def run_playbook(playbook, inventory=None, extra_vars=None, check=False, diff=False, tags=None, env=None, timeout=900) -> PlaybookRun:
+    """Run ``ansible-playbook`` with this checkout as the collection and the test Python as interpreter."""
+    cmd = [str(Path(sys.executable).with_name("ansible-playbook")), str(playbook)]
+    cmd += ["-i", str(inventory) if inventory else "localhost,"]
+    if extra_vars:
+        cmd += ["-e", json.dumps(extra_vars)]
+    cmd += ["-e", json.dumps({"ansible_python_interpreter": sys.executable})]
+    if check:
+        cmd.append("--check")
+    if diff:
+        cmd.append("--diff")
+    if tags:
+        cmd += ["--tags", tags]
+    run_env = dict(os.environ)
+    run_env.update({
+        "ANSIBLE_COLLECTIONS_PATH": collections_path(),
+        "ANSIBLE_NOCOLOR": "1",
+        "ANSIBLE_FORCE_COLOR": "0",
+        "ANSIBLE_RETRY_FILES_ENABLED": "0",
+        "ANSIBLE_HOST_KEY_CHECKING": "0",
+        "ANSIBLE_LOCALHOST_WARNING": "0",
+        "ANSIBLE_INVENTORY_UNPARSED_WARNING": "0",
+    })
+    run_env.update(env or {})
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=run_env, cwd=str(REPO), timeout=timeout, check=False)
+    return PlaybookRun(proc.returncode, proc.stdout, proc.stderr, parse_recap(proc.stdout))
+
+
+@pytest.fixture
+def ansible_playbook():
+    """``ansible_playbook(playbook, inventory=None, extra_vars=None, check=False, ...) -> PlaybookRun``."""
+    return run_playbook
+
+
+@pytest.fixture
+def real_cluster_kubeconfig():
+    """A real cluster's kubeconfig, when the run was given one (``KUBEUPGRADE_TEST_KUBECONFIG``)."""
+    return os.environ.get("KUBEUPGRADE_TEST_KUBECONFIG")
