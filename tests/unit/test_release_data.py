@@ -1,0 +1,34 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The shipped release data must be exactly what the generator renders from the upstream table."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _generator():
+    spec = importlib.util.spec_from_file_location("generate_release_data", ROOT / "scripts" / "generate_release_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_shipped_release_data_is_current():
+    source = json.loads((ROOT / "tests" / "fixtures" / "k8s-storage-profiles.json").read_text(encoding="utf-8"))
+    rendered = _generator().render(source)
+    shipped = (ROOT / "plugins" / "module_utils" / "_release_data.py").read_text(encoding="utf-8")
+    assert rendered == shipped, "plugins/module_utils/_release_data.py is stale: run scripts/generate_release_data.py"
+
+
+def test_copy_of_upstream_table_matches_shared_data_when_present():
+    shared = ROOT.parent / "shared" / "data" / "k8s-storage-profiles.json"
+    if not shared.exists():
+        pytest.skip("../shared/data is not present in this checkout")
+    copy = ROOT / "tests" / "fixtures" / "k8s-storage-profiles.json"
+    assert json.loads(copy.read_text(encoding="utf-8")) == json.loads(shared.read_text(encoding="utf-8"))
