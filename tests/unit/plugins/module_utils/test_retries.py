@@ -1,0 +1,80 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Retries are bounded, jittered, honour Retry-After, and never repeat a permanent failure."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryPolicy, call_with_retries
+
+
+def api_error(status, message="", retry_after=None):
+    return ApiError("x", status=status, api_message=message, retry_after=retry_after)
+
+
+@pytest.mark.parametrize(
+    "error, retried",
+    [
+        (api_error(429), True),
+        (api_error(500, "etcdserver: leader changed"), True),
+        (api_error(503), True),
+        (EndpointUnreachable("x"), True),
+        (api_error(500, 'no kind "ConfigMap" is registered for version "v9" in scheme "x"'), False),
+        (api_error(500, "request to convert CR from an invalid group/version: example.com/v9"), False),
+        (api_error(403), False),
+        (api_error(409), False),
+        (api_error(422), False),
+        (api_error(405), False),
+    ],
+)
+def test_only_transient_failures_are_retried(error, retried):
+    assert RetryPolicy().should_retry(error) is retried
+
+
+def test_delay_is_capped_jittered_and_never_below_retry_after():
+    policy = RetryPolicy(base_delay=1.0, max_delay=4.0)
+    rng = random.Random(7)
+    delays = [policy.delay(attempt, rng=rng) for attempt in range(1, 20)]
+    assert all(0 <= d <= 4.0 for d in delays)
+    assert len(set(delays)) > 5
+    assert policy.delay(1, retry_after=9, rng=rng) == 9
+
+
+def test_attempts_are_bounded_and_retry_after_is_slept():
+    calls, sleeps = [], []
+
+    def always_throttled():
+        calls.append(1)
+        raise api_error(429, retry_after=2)
+
+    with pytest.raises(ApiError):
+        call_with_retries(always_throttled, RetryPolicy(attempts=4), sleep=sleeps.append)
+    assert len(calls) == 4
+    assert len(sleeps) == 3 and all(s >= 2 for s in sleeps)
+
+
+def test_permanent_failure_is_not_retried():
+    calls = []
+
+    def denied():
+        calls.append(1)
+        raise api_error(403)
+
+    with pytest.raises(ApiError):
+        call_with_retries(denied, RetryPolicy(attempts=5), sleep=lambda s: None)
+    assert calls == [1]
+
+
+def test_success_after_transient_failures():
+    outcomes = [api_error(503), EndpointUnreachable("x"), "ok"]
+
+    def flaky():
+        outcome = outcomes.pop(0)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    assert call_with_retries(flaky, RetryPolicy(attempts=5), sleep=lambda s: None) == "ok"
