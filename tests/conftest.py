@@ -1,0 +1,32 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Simulator fixtures: start a simulated HA control plane (tests/simulator/apisim) under tmp_path."""
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "simulator"))
+
+from apisim.harness import ControlPlane  # noqa: E402
+
+
+@pytest.fixture
+def control_plane_factory(tmp_path):
+    """A function starting a ControlPlane with the given options; every plane it started is stopped at teardown."""
+    started = []
+
+    def start(**options):
+        plane = ControlPlane(tmp_path / f"control-plane-{len(started)}", **options)
+        started.append(plane)
+        return plane.start()
+
+    yield start
+    for plane in started:
+        plane.stop()
+
+
+@pytest.fixture
+def control_plane(control_plane_factory):
+    """Three apiservers on release 1.32, serving HTTPS."""
+    return control_plane_factory(apiservers=3, releases="1.32", tls=True)
