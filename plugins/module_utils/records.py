@@ -1,0 +1,257 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""StorageState bookkeeping (``migration.k8s.io/v1alpha1``), as the trigger controller of seed 000 does it.
+
+The record is the only memory of which storage versions objects *may* still be encoded in: the
+apiserver forgets old storage versions as soon as it switches. So a record starts as ``["Unknown"]``
+(we cannot know what older binaries wrote), every hash any apiserver reports is appended, and only a
+completed migration shrinks it to ``[current]``. Here a run, not a controller loop, drives it, so a
+re-run with nothing new must plan nothing (``unchanged``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Dict, List, Optional
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import StorageStateRecord
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+
+API_VERSION = "migration.k8s.io/v1alpha1"
+KIND = "StorageState"
+OBSERVED_HASHES_ANNOTATION = "storage.kubeupgrade.io/observed-hashes"
+
+CREATE = "create"
+UPDATE = "update"
+UNCHANGED = "unchanged"
+
+# The StorageState CRD as kubernetes-sigs/kube-storage-version-migrator manifests/storage_state_crd.yaml
+# defines it (apiextensions.k8s.io/v1, cluster-scoped, status subresource); descriptions shortened.
+STORAGE_STATE_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {
+        "name": "storagestates.migration.k8s.io",
+        "annotations": {"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/747"},
+    },
+    "spec": {
+        "group": "migration.k8s.io",
+        "names": {"kind": "StorageState", "listKind": "StorageStateList", "plural": "storagestates", "singular": "storagestate"},
+        "preserveUnknownFields": False,
+        "scope": "Cluster",
+        "versions": [{
+            "name": "v1alpha1",
+            "served": True,
+            "storage": True,
+            "subresources": {"status": {}},
+            "schema": {"openAPIV3Schema": {
+                "description": "The state of the storage of a specific resource.",
+                "type": "object",
+                "properties": {
+                    "apiVersion": {"type": "string"},
+                    "kind": {"type": "string"},
+                    "metadata": {"type": "object", "properties": {"name": {
+                        "description": 'name must be "<.spec.resource.resource>.<.spec.resource.group>".', "type": "string"}}},
+                    "spec": {
+                        "description": "Specification of the storage state.",
+                        "type": "object",
+                        "properties": {"resource": {
+                            "description": "The resource this storageState is about.",
+                            "type": "object",
+                            "properties": {"group": {"type": "string"}, "resource": {"type": "string"}},
+                        }},
+                    },
+                    "status": {
+                        "description": "Status of the storage state.",
+                        "type": "object",
+                        "properties": {
+                            "currentStorageVersionHash": {
+                                "description": "The hash value of the current storage version, as shown in the discovery document.",
+                                "type": "string"},
+                            "lastHeartbeatTime": {
+                                "description": "Last time the storage version hash of this resource was checked in discovery.",
+                                "type": "string", "format": "date-time"},
+                            "persistedStorageVersionHashes": {
+                                "description": 'Hashes of storage versions that persisted objects might still be encoded in; '
+                                               '"Unknown" is valid and the default.',
+                                "type": "array", "items": {"type": "string"}},
+                        },
+                    },
+                },
+            }},
+        }],
+    },
+}
+
+
+@dataclass
+class RecordPlan:
+    """What to do with one StorageState: ``create``, ``update`` or ``unchanged``, and why."""
+
+    action: str
+    status: dict
+    reasons: List[str] = field(default_factory=list)
+    annotations: Dict[str, str] = field(default_factory=dict)
+
+    @property
+    def changed(self) -> bool:
+        return self.action != UNCHANGED
+
+
+def format_time(moment: datetime) -> str:
+    """RFC 3339 in UTC with seconds, as Kubernetes writes ``metav1.Time``."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=timezone.utc)
+    return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def parse_time(value: Optional[str]) -> Optional[datetime]:
+    """RFC 3339 (``Z`` or offset, optional fraction) -> aware datetime; None when absent or unreadable."""
+    if not value or not isinstance(value, str):
+        return None
+    text = value.strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    main, dot, rest = text.partition(".")
+    if dot:  # Python 3.9's fromisoformat only takes 3 or 6 fraction digits: drop the fraction
+        text = main + rest.lstrip("0123456789")
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+
+
+def _aware(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
+
+
+def _unique(values) -> List[str]:
+    seen = []
+    for value in values:
+        if value and value not in seen:
+            seen.append(value)
+    return seen
+
+
+def current_hash(observed: Dict[str, str], existing_current: Optional[str] = None) -> Optional[str]:
+    """The hash all endpoints agree on; if they disagree, keep the recorded one while some endpoint
+    still reports it (no flapping mid-upgrade), else the hash most endpoints report."""
+    hashes = [h for h in observed.values() if h]
+    if not hashes:
+        return existing_current or None
+    distinct = _unique(hashes)
+    if len(distinct) == 1:
+        return distinct[0]
+    if existing_current in distinct:
+        return existing_current
+    counts = Counter(hashes)
+    return max(distinct, key=lambda h: (counts[h], -distinct.index(h)))
+
+
+def _observed_annotation(observed: Dict[str, str]) -> str:
+    return json.dumps({endpoint: observed[endpoint] for endpoint in sorted(observed) if observed[endpoint]}, sort_keys=True,
+                      separators=(",", ":"))
+
+
+def plan_record(existing: Optional[StorageStateRecord], observed: Dict[str, str], now: datetime,
+                heartbeat_interval: int) -> RecordPlan:
+    """Plan the StorageState for one resource from the hashes each endpoint reports now."""
+    observed = {endpoint: value for endpoint, value in (observed or {}).items() if value}
+    new_hashes = _unique(observed.values())
+    annotation = _observed_annotation(observed)
+    if existing is None:
+        status = {
+            "persistedStorageVersionHashes": _unique([UNKNOWN] + new_hashes),
+            "currentStorageVersionHash": current_hash(observed) or "",
+            "lastHeartbeatTime": format_time(now),
+        }
+        reasons = ["no StorageState yet: objects written before now may be in any version, so persisted starts as Unknown"]
+        return RecordPlan(CREATE, status, reasons, {OBSERVED_HASHES_ANNOTATION: annotation})
+
+    reasons = []
+    persisted = list(existing.persisted_hashes) or [UNKNOWN]
+    if not existing.persisted_hashes:
+        reasons.append("persistedStorageVersionHashes was empty: reset to Unknown")
+    added = [h for h in new_hashes if h not in persisted]
+    if added:
+        persisted = persisted + added
+        reasons.append(f"newly observed storage hash(es) {', '.join(added)} appended to persistedStorageVersionHashes")
+    current = current_hash(observed, existing.current_hash) or existing.current_hash or ""
+    if current != (existing.current_hash or ""):
+        reasons.append(f"currentStorageVersionHash {existing.current_hash or '(none)'} -> {current}")
+    annotations = {OBSERVED_HASHES_ANNOTATION: annotation}
+    if existing.annotations.get(OBSERVED_HASHES_ANNOTATION) != annotation:
+        reasons.append("hashes reported per apiserver changed")
+    heartbeat = existing.last_heartbeat
+    last = parse_time(heartbeat)
+    if reasons:
+        heartbeat = format_time(now)
+    elif last is None or _aware(now) - last >= timedelta(seconds=int(heartbeat_interval)):
+        heartbeat = format_time(now)
+        reasons.append(f"lastHeartbeatTime older than {heartbeat_interval}s" if last else "lastHeartbeatTime missing")
+    status = {"persistedStorageVersionHashes": persisted, "currentStorageVersionHash": current, "lastHeartbeatTime": heartbeat}
+    return RecordPlan(UPDATE if reasons else UNCHANGED, status, reasons, annotations)
+
+
+def migrated_status(existing: Optional[StorageStateRecord], current_hash_value: str, now: datetime) -> dict:
+    """Status after a completed migration: every object was rewritten, so only ``current`` is persisted."""
+    return {
+        "persistedStorageVersionHashes": [current_hash_value],
+        "currentStorageVersionHash": current_hash_value,
+        "lastHeartbeatTime": format_time(now),
+    }
+
+
+def storage_state_object(name: str, group: str, resource: str, status: dict, annotations: Optional[dict] = None,
+                         resource_version: Optional[str] = None) -> dict:
+    """A StorageState object shaped like the trigger's (fixtures svm-sigs/08-*)."""
+    metadata = {"name": name}
+    if annotations:
+        metadata["annotations"] = dict(annotations)
+    if resource_version:
+        metadata["resourceVersion"] = resource_version
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "metadata": metadata,
+        "spec": {"resource": {"group": group, "resource": resource} if group else {"resource": resource}},  # trigger omits ""
+        "status": dict(status),
+    }
+
+
+def record_from_object(obj: dict) -> StorageStateRecord:
+    """A StorageStateRecord from an object; the name falls back to ``<resource>[.<group>]`` from spec."""
+    metadata = obj.get("metadata") or {}
+    spec_resource = (obj.get("spec") or {}).get("resource") or {}
+    status = obj.get("status") or {}
+    group = spec_resource.get("group") or ""
+    resource = spec_resource.get("resource") or ""
+    name = metadata.get("name") or (GroupResource(group, resource).name if resource else "")
+    if not resource and name:
+        parsed = GroupResource.parse(name)
+        group, resource = parsed.group, parsed.resource
+    return StorageStateRecord(
+        name=name, group=group, resource=resource,
+        persisted_hashes=list(status.get("persistedStorageVersionHashes") or []),
+        current_hash=status.get("currentStorageVersionHash") or None,
+        last_heartbeat=status.get("lastHeartbeatTime") or None,
+        resource_version=metadata.get("resourceVersion"),
+        annotations=dict(metadata.get("annotations") or {}),
+    )
+
+
+def is_stale(record: Optional[StorageStateRecord], now: datetime, max_age_seconds) -> bool:
+    """True when nobody has refreshed the record for ``max_age_seconds``: in between, a storage version
+    may have come and gone unseen, so its persisted list cannot be trusted (seed 000 recreates it)."""
+    if record is None:
+        return True
+    if max_age_seconds is None:
+        return False
+    last = parse_time(record.last_heartbeat)
+    if last is None:
+        return True
+    return (_aware(now) - last).total_seconds() > float(max_age_seconds)
