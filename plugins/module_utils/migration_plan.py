@@ -1,0 +1,313 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What to migrate, with which backend, and how to read a migration's progress: pure decisions.
+
+The I/O halves (``migrate_client.py``, ``migrate_backends.py``) ask this module which resources to
+rewrite, which API to drive, what body to send, what a status document means and whether a
+migration has stalled. Everything here takes plain data, so it is tested with the recorded
+documents of real migrations (tests/fixtures/real-apiserver-1.32/svm-intree/, svm-sigs/).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+
+INTREE = "intree"
+SIGS = "sigs"
+CLIENT = "client"
+AUTO = "auto"
+BACKENDS = (AUTO, INTREE, SIGS, CLIENT)
+
+INTREE_GROUP = "storagemigration.k8s.io"
+INTREE_VERSIONS = ("v1", "v1beta1", "v1alpha1")  # preference order: newest API first
+SIGS_GROUP = "migration.k8s.io"
+SIGS_VERSION = "v1alpha1"
+MIGRATIONS = "storageversionmigrations"
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "kubeupgrade.storage"
+
+# Verdicts (strings of verdicts.py) that ask for a migration.
+SELECT_VERDICTS = ("needs_migration", "unknown")
+
+# Phases of one migration object, whatever its API flavour.
+PENDING = "pending"  # no controller has touched it yet (status empty)
+OBSERVED = "observed"  # a controller recorded the resourceVersion to migrate past, no condition yet
+RUNNING = "running"
+SUCCEEDED = "succeeded"
+FAILED = "failed"
+
+
+@dataclass
+class BackendChoice:
+    """The API that will run a migration: ``api_version`` is None for the client-side migrator."""
+
+    backend: str
+    api_version: Optional[str] = None
+    reason: str = ""
+
+    @property
+    def version(self) -> Optional[str]:
+        return self.api_version.rpartition("/")[2] if self.api_version else None
+
+
+def choose_backend(served: Dict[str, List[str]], requested: str = AUTO) -> BackendChoice:
+    """Pick the backend from what the cluster serves (``{group: [versions serving storageversionmigrations]}``).
+
+    Order: in-tree v1 > v1beta1 > v1alpha1 > kube-storage-version-migrator > client-side. A forced
+    backend that the cluster does not serve is an error the caller reports, not a silent fallback.
+    """
+    if requested not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
+    intree = [v for v in INTREE_VERSIONS if v in (served.get(INTREE_GROUP) or [])]
+    sigs = SIGS_VERSION in (served.get(SIGS_GROUP) or [])
+    if requested in (AUTO, INTREE) and intree:
+        return BackendChoice(INTREE, f"{INTREE_GROUP}/{intree[0]}",
+                             f"the cluster serves {INTREE_GROUP}/{intree[0]} storageversionmigrations")
+    if requested == INTREE:
+        raise ValueError(f"backend=intree, but no apiserver serves {INTREE_GROUP} storageversionmigrations "
+                         "(enable the StorageVersionMigrator feature gate and the API group), or use backend=client")
+    if requested in (AUTO, SIGS) and sigs:
+        return BackendChoice(SIGS, f"{SIGS_GROUP}/{SIGS_VERSION}",
+                             f"kube-storage-version-migrator's {SIGS_GROUP}/{SIGS_VERSION} CRDs are installed")
+    if requested == SIGS:
+        raise ValueError(f"backend=sigs, but {SIGS_GROUP}/{SIGS_VERSION} storageversionmigrations is not served "
+                         "(install kube-storage-version-migrator), or use backend=client")
+    reason = "forced" if requested == CLIENT else "no migration API is served"
+    return BackendChoice(CLIENT, None, f"built-in client-side migrator ({reason})")
+
+
+def served_migration_apis(discovery_docs: Dict[str, dict]) -> Dict[str, List[str]]:
+    """``{group: [versions]}`` serving ``storageversionmigrations``, from legacy discovery documents keyed
+    ``group/version`` (the StorageState CRD shares ``migration.k8s.io``, so the group alone proves nothing)."""
+    served: Dict[str, List[str]] = {}
+    for group_version, doc in discovery_docs.items():
+        resources = [r.get("name") for r in (doc or {}).get("resources") or [] if isinstance(r, dict)]
+        if MIGRATIONS in resources:
+            group, _, version = group_version.rpartition("/")
+            served.setdefault(group, []).append(version)
+    return served
+
+
+# -- selection -------------------------------------------------------------------------------------------------
+
+@dataclass
+class Selection:
+    selected: List[str] = field(default_factory=list)
+    skipped: List[dict] = field(default_factory=list)  # [{resource, reason}]
+
+
+def already_migrated(record, current_hash: Optional[str]) -> bool:
+    """True when the StorageState record proves every object is stored in the current version."""
+    if record is None or not current_hash or current_hash == hashing.UNKNOWN:
+        return False
+    persisted = list(getattr(record, "persisted_hashes", None) or [])
+    return persisted == [current_hash]
+
+
+def select_resources(requested: Optional[List[str]], verdicts: Optional[List[dict]], records: Dict[str, object],
+                     current_hashes: Dict[str, Optional[str]]) -> Selection:
+    """Resources to migrate: the explicit list, or every verdict ``needs_migration``/``unknown``;
+    minus those whose StorageState already says ``persisted == [current]`` (idempotence)."""
+    result = Selection()
+    if requested:
+        candidates = []
+        for name in requested:
+            name = GroupResource.parse(name).name
+            if name not in candidates:
+                candidates.append(name)
+    else:
+        candidates = []
+        for verdict in verdicts or []:
+            name = verdict.get("resource")
+            if verdict.get("verdict") in SELECT_VERDICTS:
+                if name not in candidates:
+                    candidates.append(name)
+            else:
+                result.skipped.append({"resource": name, "reason": f"pre-flight verdict is {verdict.get('verdict')}"})
+    for name in candidates:
+        current = current_hashes.get(name)
+        if already_migrated(records.get(name), current):
+            result.skipped.append({"resource": name,
+                                   "reason": f"StorageState says every object is stored as {current} already"})
+        else:
+            result.selected.append(name)
+    return result
+
+
+# -- migration objects -----------------------------------------------------------------------------------------
+
+def migration_body(api_version: str, group_resource: GroupResource, version: str) -> dict:
+    """The migration object to create: v1alpha1 (in-tree and sigs) names a version, v1beta1/v1 do not."""
+    resource = {"group": group_resource.group, "resource": group_resource.resource}
+    if api_version.endswith("/v1alpha1"):
+        resource["version"] = version
+    return {
+        "apiVersion": api_version,
+        "kind": "StorageVersionMigration",
+        "metadata": {"generateName": f"{group_resource.name}-", "labels": {MANAGED_BY_LABEL: MANAGED_BY}},
+        "spec": {"resource": resource},
+    }
+
+
+def migration_path(api_version: str, name: Optional[str] = None) -> str:
+    path = f"/apis/{api_version}/{MIGRATIONS}"
+    return f"{path}/{name}" if name else path
+
+
+@dataclass
+class MigrationStatus:
+    """A migration object's status reduced to what waiting needs; ``fingerprint`` changes iff it progressed."""
+
+    phase: str
+    reason: str = ""
+    message: str = ""
+    fingerprint: str = ""
+
+
+def _condition(conditions: list, kind: str) -> Optional[dict]:
+    for condition in conditions:
+        if isinstance(condition, dict) and condition.get("type") == kind:
+            return condition
+    return None
+
+
+def _is_true(condition: Optional[dict]) -> bool:
+    return bool(condition) and str(condition.get("status")) == "True"
+
+
+def read_status(obj: dict) -> MigrationStatus:
+    """Phase of a StorageVersionMigration of any flavour.
+
+    In-tree v1alpha1 uses ``lastUpdateTime`` and keeps ``Running=False`` next to the outcome; v1beta1/v1
+    use ``metav1.Condition``; the sigs migrator has no ``reason`` and *replaces* ``Running`` by the
+    outcome. Reading by condition type and status covers all three.
+    """
+    status = (obj or {}).get("status") or {}
+    conditions = status.get("conditions") or []
+    fingerprint = json.dumps(status, sort_keys=True)
+    failed = _condition(conditions, "Failed")
+    if _is_true(failed):
+        return MigrationStatus(FAILED, failed.get("reason") or "", failed.get("message") or "", fingerprint)
+    succeeded = _condition(conditions, "Succeeded")
+    if _is_true(succeeded):
+        return MigrationStatus(SUCCEEDED, succeeded.get("reason") or "", succeeded.get("message") or "", fingerprint)
+    running = _condition(conditions, "Running")
+    if _is_true(running):
+        return MigrationStatus(RUNNING, running.get("reason") or "", running.get("message") or "", fingerprint)
+    if status.get("resourceVersion"):
+        return MigrationStatus(OBSERVED, "", "", fingerprint)
+    return MigrationStatus(PENDING, "", "", fingerprint)
+
+
+def stall_reason(backend: str, status: MigrationStatus, seconds: float) -> str:
+    """Why a migration that made no progress for ``seconds`` is considered stuck, and what to do."""
+    waited = f"made no progress for {seconds:.0f}s"
+    if backend == INTREE:
+        if status.phase == PENDING:
+            return (f"{waited}: its status stayed empty, so no controller picked it up. The in-tree controller leaves a "
+                    "migration of a resource or version that does not exist pending forever; otherwise "
+                    "kube-controller-manager does not run the 'svm' controller (feature gate StorageVersionMigrator, "
+                    "--controllers=*,svm). Check the resource name, or use backend=client.")
+        return (f"{waited} in phase {status.phase}: the in-tree controller waits for its garbage-collector cache or "
+                "cannot list the resource; an object stored in a version the apiserver cannot decode makes every LIST "
+                "fail with HTTP 500 and the controller never reports it. Run with backend=client to find the object.")
+    if backend == SIGS:
+        if status.phase == PENDING:
+            return (f"{waited}: the kube-storage-version-migrator 'migrator' did not pick it up. It is not running, "
+                    "or it is busy with another migration (it runs one at a time). Check its pod, or use backend=client.")
+        return (f"{waited} while {status.phase}: kube-storage-version-migrator retries a failing LIST forever (for "
+                "example HTTP 500 from an object stored in a version the apiserver cannot decode) and keeps reporting "
+                "Running. Run with backend=client to name the failure.")
+    return f"{waited}."
+
+
+class StallDetector:
+    """Remembers when a migration last changed; the caller passes the clock, so this stays pure."""
+
+    def __init__(self, stall_timeout: float):
+        self.stall_timeout = float(stall_timeout)
+        self._last: Dict[str, Tuple[str, float]] = {}
+
+    def observe(self, key: str, fingerprint: str, now: float) -> float:
+        """Record a poll; return seconds since the fingerprint last changed."""
+        last = self._last.get(key)
+        if last is None or last[0] != fingerprint:
+            self._last[key] = (fingerprint, now)
+            return 0.0
+        return now - last[1]
+
+    def stalled(self, key: str, fingerprint: str, now: float) -> bool:
+        return self.stall_timeout > 0 and self.observe(key, fingerprint, now) >= self.stall_timeout
+
+
+# -- CRD status.storedVersions ---------------------------------------------------------------------------------
+
+def _crd_field(crd, name):
+    if isinstance(crd, dict):
+        return crd.get(name)
+    return getattr(crd, name, None)
+
+
+def _storage_version_of(crd) -> Optional[str]:
+    if isinstance(crd, dict):
+        storage = [v.get("name") for v in (crd.get("spec") or {}).get("versions") or [] if v.get("storage")]
+        return storage[0] if len(storage) == 1 else None
+    return getattr(crd, "storage_version", None)
+
+
+def _generation_of(crd) -> Optional[int]:
+    if isinstance(crd, dict):
+        return (crd.get("metadata") or {}).get("generation")
+    return _crd_field(crd, "generation")
+
+
+def _version_names(crd) -> List[str]:
+    if isinstance(crd, dict):
+        return [v.get("name") for v in (crd.get("spec") or {}).get("versions") or []]
+    return list(getattr(crd, "version_names", []) or [])
+
+
+def stored_versions_value(crd_at_start, crd_now) -> Tuple[Optional[List[str]], Optional[str]]:
+    """The ``status.storedVersions`` to write after a successful migration, or why not to write it.
+
+    cmctl's guard: only when the CRD's storage version and generation are what they were when the
+    migration started; a CRD changed meanwhile may have objects stored in another version.
+    """
+    if isinstance(crd_now, dict):
+        name = (crd_now.get("metadata") or {}).get("name")
+    else:
+        name = _crd_field(crd_now, "name")
+    start_version, now_version = _storage_version_of(crd_at_start), _storage_version_of(crd_now)
+    if not now_version:
+        return None, f"CRD {name} has no single storage version; storedVersions left unchanged"
+    if start_version != now_version:
+        return None, (f"CRD {name} changed its storage version from {start_version} to {now_version} during the "
+                      "migration; objects may be stored in both. Run the migration again.")
+    if _generation_of(crd_at_start) != _generation_of(crd_now):
+        return None, (f"CRD {name} changed (generation {_generation_of(crd_at_start)} -> {_generation_of(crd_now)}) "
+                      "during the migration; storedVersions left unchanged. Run the migration again.")
+    value = [now_version]
+    errors = local_stored_versions_errors(_version_names(crd_now), now_version, value)
+    if errors:
+        return None, f"CRD {name}: refusing to write storedVersions {value}: {'; '.join(errors)}"
+    return value, None
+
+
+def local_stored_versions_errors(spec_versions: List[str], storage_version: Optional[str],
+                                 stored: List[str]) -> List[str]:
+    """The apiserver's storedVersions validation, which the real ``/status`` endpoint skips (crd/13-16)."""
+    errors = []
+    if not stored:
+        errors.append("must have at least one stored version")
+    if storage_version and storage_version not in stored:
+        errors.append(f"must have the storage version {storage_version}")
+    if len(set(stored)) != len(stored):
+        errors.append("must not contain duplicates")
+    for index, version in enumerate(stored):
+        if version not in spec_versions:
+            errors.append(f'status.storedVersions[{index}]: Invalid value: "{version}": must appear in spec.versions')
+    return errors
