@@ -1,0 +1,216 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Migration planning against recorded documents of real migrations (kube-apiserver 1.32)."""
+
+import json
+import os
+
+import pytest
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import migration_plan as plan
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import StorageStateRecord
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+
+RECORDED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "real-apiserver-1.32")
+
+
+def recorded(path):
+    with open(os.path.join(RECORDED, path), encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def recorded_body(path):
+    return recorded(path)["body"]
+
+
+@pytest.mark.parametrize("path,phase,reason,message", [
+    ("svm-intree/01-create-svm-widgets-201.json", plan.PENDING, "", ""),
+    ("svm-intree/02-svm-widgets-get-02.json", plan.SUCCEEDED, "StorageVersionMigrationSucceeded", ""),
+    ("svm-intree/04-svm-secrets-get-02.json", plan.SUCCEEDED, "StorageVersionMigrationSucceeded", ""),
+    ("svm-intree/10-svm-nonexistent-get-02-still-pending-20min.json", plan.PENDING, "", ""),
+    ("svm-intree/16-svm-widgets-blocked-get-01.json", plan.OBSERVED, "", ""),
+    ("svm-intree/16-svm-widgets-blocked-get-02.json", plan.FAILED, "StorageVersionMigrationFailed",
+     "migration encountered unhandled error"),
+    ("svm-intree/17-svm-events-get-01.json", plan.FAILED, "StorageVersionMigrationFailed", "resource not found"),
+    ("svm-intree/20-svm-configmaps-with-corrupt-get-03-stuck.json", plan.OBSERVED, "", ""),
+    ("svm-intree/21-svm-configmaps-after-repair-get-02-succeeded.json", plan.SUCCEEDED,
+     "StorageVersionMigrationSucceeded", ""),
+    ("svm-sigs/02-migration-widgets-get-01.json", plan.PENDING, "", ""),
+    ("svm-sigs/02-migration-widgets-get-02.json", plan.SUCCEEDED, "", ""),
+    ("svm-sigs/05-migration-nonexistent-get-02.json", plan.FAILED, "",
+     "failed to list resources: the server could not find the requested resource"),
+    ("svm-sigs/18-migration-configmaps-with-corrupt-get-03-stuck-running.json", plan.RUNNING, "", ""),
+    ("svm-sigs/19-migration-widgets-with-corrupt-after-repair-get-03.json", plan.SUCCEEDED, "", ""),
+])
+def test_read_status_of_recorded_migrations(path, phase, reason, message):
+    status = plan.read_status(recorded_body(path))
+    assert (status.phase, status.reason, status.message) == (phase, reason, message)
+
+
+def _watch_objects(path):
+    capture = recorded(path)
+    events = capture.get("events") or []
+    return [e.get("object") or {} for e in events if isinstance(e, dict)]
+
+
+@pytest.mark.parametrize("path,final", [
+    ("svm-intree/05-watch-svm-secrets-all-transitions.json", plan.SUCCEEDED),
+    ("svm-sigs/03-watch-migration-widgets.json", plan.SUCCEEDED),
+    ("svm-sigs/06-watch-migration-nonexistent.json", plan.FAILED),
+])
+def test_watched_transitions_end_in_the_outcome_and_each_step_changes_the_fingerprint(path, final):
+    objects = _watch_objects(path)
+    assert objects, "recording has watch events"
+    statuses = [plan.read_status(o) for o in objects]
+    assert statuses[-1].phase == final
+    assert statuses[0].phase in (plan.PENDING, plan.OBSERVED)
+    if len(statuses) > 2:
+        assert plan.RUNNING in [s.phase for s in statuses]
+
+
+@pytest.mark.parametrize("conditions,phase", [
+    # v1beta1/v1 metav1.Condition shapes (observedGeneration, lastTransitionTime)
+    ([{"type": "Running", "status": "True", "reason": "StorageVersionMigrationInProgress",
+       "lastTransitionTime": "t", "observedGeneration": 1, "message": ""}], plan.RUNNING),
+    ([{"type": "Running", "status": "False", "reason": "StorageVersionMigrationInProgress", "lastTransitionTime": "t"},
+      {"type": "Succeeded", "status": "True", "reason": "StorageVersionMigrationSucceeded", "lastTransitionTime": "t"}],
+     plan.SUCCEEDED),
+    ([{"type": "Failed", "status": "True", "reason": "StorageVersionMigrationFailed",
+       "message": "migration encountered unhandled error: x"}], plan.FAILED),
+    ([{"type": "Succeeded", "status": "False"}], plan.PENDING),
+])
+def test_read_status_metav1_conditions(conditions, phase):
+    assert plan.read_status({"status": {"conditions": conditions}}).phase == phase
+
+
+@pytest.mark.parametrize("served,requested,backend,api_version", [
+    ({"storagemigration.k8s.io": ["v1alpha1", "v1beta1", "v1"], "migration.k8s.io": ["v1alpha1"]}, "auto", "intree",
+     "storagemigration.k8s.io/v1"),
+    ({"storagemigration.k8s.io": ["v1alpha1", "v1beta1"]}, "auto", "intree", "storagemigration.k8s.io/v1beta1"),
+    ({"storagemigration.k8s.io": ["v1alpha1"]}, "auto", "intree", "storagemigration.k8s.io/v1alpha1"),
+    ({"migration.k8s.io": ["v1alpha1"]}, "auto", "sigs", "migration.k8s.io/v1alpha1"),
+    ({}, "auto", "client", None),
+    ({"storagemigration.k8s.io": ["v1"], "migration.k8s.io": ["v1alpha1"]}, "sigs", "sigs", "migration.k8s.io/v1alpha1"),
+    ({"storagemigration.k8s.io": ["v1"]}, "client", "client", None),
+])
+def test_choose_backend(served, requested, backend, api_version):
+    choice = plan.choose_backend(served, requested)
+    assert (choice.backend, choice.api_version) == (backend, api_version)
+
+
+@pytest.mark.parametrize("requested", ["intree", "sigs", "bogus"])
+def test_forced_backend_not_served_is_an_error(requested):
+    with pytest.raises(ValueError):
+        plan.choose_backend({}, requested)
+
+
+def test_served_migration_apis_needs_the_migrations_resource_not_only_the_group():
+    sigs_doc = recorded_body("svm-sigs/00-discovery-migration.k8s.io-v1alpha1.json")
+    only_state = {"resources": [{"name": "storagestates"}, {"name": "storagestates/status"}]}
+    assert plan.served_migration_apis({"migration.k8s.io/v1alpha1": sigs_doc}) == {"migration.k8s.io": ["v1alpha1"]}
+    assert plan.served_migration_apis({"migration.k8s.io/v1alpha1": only_state}) == {}
+
+
+@pytest.mark.parametrize("api_version,expected", [
+    ("storagemigration.k8s.io/v1alpha1", {"group": "example.com", "resource": "widgets", "version": "v1"}),
+    ("storagemigration.k8s.io/v1beta1", {"group": "example.com", "resource": "widgets"}),
+    ("storagemigration.k8s.io/v1", {"group": "example.com", "resource": "widgets"}),
+    ("migration.k8s.io/v1alpha1", {"group": "example.com", "resource": "widgets", "version": "v1"}),
+])
+def test_migration_body_per_api(api_version, expected):
+    body = plan.migration_body(api_version, GroupResource("example.com", "widgets"), "v1")
+    assert body["spec"]["resource"] == expected
+    assert body["metadata"]["generateName"] == "widgets.example.com-"
+    assert body["apiVersion"] == api_version
+
+
+def test_migration_body_matches_the_recorded_v1alpha1_shape():
+    sent = recorded("svm-intree/01-create-svm-widgets-201.json")["request"]["body"]
+    ours = plan.migration_body("storagemigration.k8s.io/v1alpha1", GroupResource("example.com", "widgets"), "v1")
+    assert ours["spec"] == sent["spec"]
+    core = plan.migration_body("migration.k8s.io/v1alpha1", GroupResource("", "configmaps"), "v1")
+    assert core["metadata"]["generateName"] == "configmaps-"  # like the sigs trigger (svm-sigs/09)
+
+
+def _record(persisted, current="NEW"):
+    return StorageStateRecord(name="x", group="", resource="x", persisted_hashes=persisted, current_hash=current)
+
+
+@pytest.mark.parametrize("requested,verdicts,records,hashes,selected,skipped", [
+    (["configmaps", "deployments.apps"], None, {}, {}, ["configmaps", "deployments.apps"], []),
+    (["configmaps"], None, {"configmaps": _record(["NEW"])}, {"configmaps": "NEW"}, [], ["configmaps"]),
+    (["configmaps"], None, {"configmaps": _record(["OLD", "NEW"])}, {"configmaps": "NEW"}, ["configmaps"], []),
+    (["configmaps"], None, {"configmaps": _record(["Unknown"])}, {"configmaps": "NEW"}, ["configmaps"], []),
+    (["configmaps"], None, {"configmaps": _record(["NEW"])}, {"configmaps": None}, ["configmaps"], []),
+    (None, [{"resource": "a", "verdict": "needs_migration"}, {"resource": "b", "verdict": "unknown"},
+            {"resource": "c", "verdict": "safe"}, {"resource": "d", "verdict": "unsafe"}], {}, {},
+     ["a", "b"], ["c", "d"]),
+    (["configmaps", "configmaps"], None, {}, {}, ["configmaps"], []),
+])
+def test_select_resources(requested, verdicts, records, hashes, selected, skipped):
+    selection = plan.select_resources(requested, verdicts, records, hashes)
+    assert selection.selected == selected
+    assert [s["resource"] for s in selection.skipped] == skipped
+
+
+@pytest.mark.parametrize("backend,phase,needle", [
+    ("intree", plan.PENDING, "does not exist"),
+    ("intree", plan.OBSERVED, "cannot decode"),
+    ("sigs", plan.PENDING, "not running"),
+    ("sigs", plan.RUNNING, "retries a failing LIST forever"),
+])
+def test_stall_reasons_say_what_to_do(backend, phase, needle):
+    text = plan.stall_reason(backend, plan.MigrationStatus(phase), 120)
+    assert needle in text and "backend=client" in text and "120s" in text
+
+
+def test_stall_detector_on_the_recorded_stuck_sigs_migration():
+    stuck = plan.read_status(recorded_body("svm-sigs/18-migration-configmaps-with-corrupt-get-03-stuck-running.json"))
+    detector = plan.StallDetector(60)
+    assert not detector.stalled("m", stuck.fingerprint, 0)
+    assert not detector.stalled("m", stuck.fingerprint, 59)
+    assert detector.stalled("m", stuck.fingerprint, 60)
+
+
+def test_stall_detector_resets_on_progress_and_zero_disables():
+    detector = plan.StallDetector(10)
+    pending = plan.read_status(recorded_body("svm-intree/20-svm-configmaps-with-corrupt-get-01.json")).fingerprint
+    observed = plan.read_status(recorded_body("svm-intree/20-svm-configmaps-with-corrupt-get-02.json")).fingerprint
+    assert pending != observed
+    detector.stalled("m", pending, 0)
+    assert not detector.stalled("m", observed, 9.5)
+    assert not detector.stalled("m", observed, 19)
+    assert detector.stalled("m", observed, 20)
+    assert not plan.StallDetector(0).stalled("m", "x", 1e9)
+
+
+def _crd(storage="v1", generation=2, versions=("v1alpha1", "v1"), name="widgets.example.com"):
+    return {"metadata": {"name": name, "generation": generation},
+            "spec": {"versions": [{"name": v, "storage": v == storage, "served": True} for v in versions]}}
+
+
+@pytest.mark.parametrize("start,now,value,error", [
+    (_crd(), _crd(), ["v1"], None),
+    (_crd(), _crd(storage="v1alpha1"), None, "changed its storage version"),
+    (_crd(), _crd(generation=3), None, "generation 2 -> 3"),
+    (_crd(), _crd(storage="none"), None, "no single storage version"),
+])
+def test_stored_versions_value_guards(start, now, value, error):
+    got, why = plan.stored_versions_value(start, now)
+    assert got == value
+    if error:
+        assert error in why
+    else:
+        assert why is None
+
+
+def test_stored_versions_value_from_recorded_crd():
+    crd = recorded_body("crd/09-get-crd-storedVersions-v1alpha1-v1.json")
+    assert crd["status"]["storedVersions"] == ["v1alpha1", "v1"]
+    assert plan.stored_versions_value(crd, crd) == (["v1"], None)
+
+
+@pytest.mark.parametrize("stored,ok", [
+    (["v1"], True), (["v1alpha1", "v1"], True), ([], False), (["v1alpha1"], False), (["v1", "v1"], False),
+    (["v1alpha1", "v1", "v9"], False)])
+def test_local_stored_versions_errors_match_the_real_validation(stored, ok):
+    assert (not plan.local_stored_versions_errors(["v1alpha1", "v1"], "v1", stored)) == ok
