@@ -14,7 +14,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional, Sequence
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds as crds_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import records as records_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import (
     EndpointObservation,
@@ -244,8 +246,6 @@ def _read_cluster(candidates, include, wanted, storage_version_api_served, obser
 
 
 def _read_cluster_from(client, include, wanted, storage_version_api_served, observation: Observation, sleep) -> None:
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds as crds_mod
-
     observation.crds = {}
     for obj in _list_or_warn(client, CRD_PATH, None, observation, "CustomResourceDefinitions", sleep):
         try:
@@ -282,7 +282,7 @@ def read_storage_states(client, observation: Observation, wanted=None, sleep=tim
         return
     observation.storage_state_crd_installed = True
     for obj in items:
-        record = _record_from_object(obj)
+        record = records_mod.record_from_object(obj)
         if wanted is None or record.name in wanted:
             observation.storage_states[record.name] = record
 
@@ -320,24 +320,3 @@ def lease_from_object(obj: dict) -> IdentityLease:
                          hostname=(metadata.get("labels") or {}).get("kubernetes.io/hostname"),
                          renew_time=spec.get("renewTime"))
 
-
-def _record_from_object(obj: dict):
-    """records.record_from_object when records.py is available; the same fields read here otherwise."""
-    try:
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils.records import record_from_object
-    except ImportError:  # adapter until records.py lands
-        return _parse_record(obj)
-    return record_from_object(obj)
-
-
-def _parse_record(obj: dict):
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import StorageStateRecord
-
-    metadata = obj.get("metadata") or {}
-    spec = (obj.get("spec") or {}).get("resource") or {}
-    status = obj.get("status") or {}
-    return StorageStateRecord(
-        name=metadata.get("name", ""), group=spec.get("group", ""), resource=spec.get("resource", ""),
-        persisted_hashes=list(status.get("persistedStorageVersionHashes") or []),
-        current_hash=status.get("currentStorageVersionHash"), last_heartbeat=status.get("lastHeartbeatTime"),
-        resource_version=metadata.get("resourceVersion"), annotations=dict(metadata.get("annotations") or {}))

@@ -1,0 +1,159 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Wait until every apiserver reports the same storage hashes (the I/O half of "agree").
+
+A migration run while apiservers disagree is undone by the ones still writing the old version
+(seed 000, HA extension), so the gate polls every endpoint until ``polls`` consecutive observations
+agree, and otherwise fails naming, per disagreeing resource, what each endpoint reports.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
+
+try:
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import AgreementTracker, compare
+except ImportError:  # adapter until agreement.py lands (same names and fields)
+    compare = None
+    AgreementTracker = None
+
+
+@dataclass
+class _Agreement:
+    agreed: bool
+    hashes: Dict[str, Dict[str, str]] = field(default_factory=dict)
+    disagreeing: List[str] = field(default_factory=list)
+    unreachable: List[str] = field(default_factory=list)
+    unready: List[str] = field(default_factory=list)
+    missing: Dict[str, List[str]] = field(default_factory=dict)
+
+
+def _compare(endpoints, resources=None, require_ready=True) -> _Agreement:
+    """Fallback for agreement.compare: every reachable, complete endpoint reports one hash per resource."""
+    reachable = [e for e in endpoints if e.reachable]
+    unreachable = [e.endpoint for e in endpoints if not e.reachable or e.failed_groups]
+    unready = [e.endpoint for e in reachable if not e.ready]
+    names = set(resources) if resources else {n for e in reachable for n in e.resources}
+    hashes, missing, disagreeing = {}, {}, []
+    for name in sorted(names):
+        per = {e.endpoint: e.resources[name].storage_hash for e in reachable if name in e.resources}
+        hashes[name] = per
+        absent = [e.endpoint for e in reachable if name not in e.resources]
+        if absent and per:
+            missing[name] = absent
+        if len(set(per.values())) > 1 or "" in per.values() or (absent and per):
+            disagreeing.append(name)
+    agreed = not disagreeing and not unreachable and not (require_ready and unready)
+    return _Agreement(agreed, hashes, disagreeing, unreachable, unready, missing)
+
+
+class _Tracker:
+    def __init__(self, required_polls: int):
+        self.required = max(1, int(required_polls))
+        self.streak = 0
+
+    def update(self, agreement) -> bool:
+        self.streak = self.streak + 1 if agreement.agreed else 0
+        return self.streak >= self.required
+
+
+def compare_endpoints(endpoints, resources=None, require_ready=True):
+    """agreement.compare when available (else the local adapter)."""
+    return (compare or _compare)(endpoints, resources=resources, require_ready=require_ready)
+
+
+def _tracker(polls: int):
+    return (AgreementTracker or _Tracker)(polls)
+
+
+def disagreeing_names(agreement) -> List[str]:
+    """Resource names from ``agreement.disagreeing`` whatever its shape (names, dicts or a mapping)."""
+    value = agreement.disagreeing
+    if isinstance(value, dict):
+        return sorted(value)
+    names = []
+    for item in value or []:
+        names.append(item.get("resource") if isinstance(item, dict) else getattr(item, "resource", item))
+    return names
+
+
+def resource_table(observation, resources=None) -> Dict[str, dict]:
+    """Per resource: the hash and decoded version each reachable endpoint reports, and whether they agree."""
+    reachable = [e for e in observation.endpoints if e.reachable]
+    names = set(resources) if resources else {n for e in reachable for n in e.resources}
+    table = {}
+    for name in sorted(names):
+        hashes = {e.endpoint: e.resources[name].storage_hash for e in reachable if name in e.resources}
+        versions = {e.endpoint: e.resources[name].storage_version for e in reachable if name in e.resources}
+        complete = len(hashes) == len(observation.endpoints)
+        table[name] = {"hashes": hashes, "storage_versions": versions,
+                       "agreed": complete and len(set(hashes.values())) == 1 and "" not in hashes.values()}
+    return table
+
+
+def describe(agreement, observation=None) -> str:
+    """Operator words: each disagreeing resource as ``endpoint: version (hash)``, then unready/unreachable."""
+    versions = {}
+    if observation is not None:
+        for ep in observation.endpoints:
+            for name, res in ep.resources.items():
+                versions[(name, ep.endpoint)] = res.storage_version
+    parts = []
+    for name in disagreeing_names(agreement):
+        per = (agreement.hashes or {}).get(name, {})
+        shown = ", ".join(f"{endpoint}: {versions.get((name, endpoint)) or 'unknown version'} ({value or 'no hash'})"
+                          for endpoint, value in sorted(per.items()))
+        missing = (getattr(agreement, "missing", None) or {}).get(name)
+        if missing:
+            shown += ("; " if shown else "") + f"not served by {', '.join(missing)}"
+        parts.append(f"{name}: {{{shown}}}")
+    if agreement.unreachable:
+        parts.append(f"unreachable or incomplete: {', '.join(agreement.unreachable)}")
+    if agreement.unready:
+        parts.append(f"not ready: {', '.join(agreement.unready)}")
+    return "; ".join(parts) or "all endpoints agree"
+
+
+def wait_for_agreement(clients, profiles, resources, polls: int, interval: float, timeout: float, require_ready: bool,
+                       sleep=time.sleep, clock=time.monotonic, on_poll=None, cluster_client=None):
+    """Poll every endpoint until ``polls`` consecutive observations agree; return ``(agreement, polls_observed)``.
+
+    Raises DisagreementError at ``timeout`` with the last disagreement in operator words.
+    """
+    tracker = _tracker(polls)
+    deadline = clock() + float(timeout)
+    observed = 0
+    while True:
+        observation = observe(clients, profiles, resources=resources, include=(), cluster_client=cluster_client, sleep=sleep)
+        agreement = compare_endpoints(observation.endpoints, resources=resources, require_ready=require_ready)
+        observed += 1
+        if on_poll is not None:
+            on_poll(observed, agreement, observation)
+        if tracker.update(agreement):
+            return agreement, observed
+        remaining = deadline - clock()
+        if remaining <= 0:
+            raise DisagreementError(
+                f"apiservers did not agree within {timeout:g}s ({observed} poll(s), {polls} consecutive agreeing "
+                f"poll(s) required): {describe(agreement, observation)}. Finish or roll back the upgrade of the "
+                "disagreeing apiservers, then run again.",
+                details={"polls_observed": observed, "hashes": agreement.hashes,
+                         "disagreeing": disagreeing_names(agreement), "unready": list(agreement.unready),
+                         "unreachable": list(agreement.unreachable)})
+        sleep(min(float(interval), max(remaining, 0.0)))
+
+
+def last_agreement_fields(agreement) -> dict:
+    """The module-result fields of an Agreement."""
+    return {
+        "agreed": bool(agreement.agreed),
+        "hashes": agreement.hashes,
+        "disagreeing": [{"resource": n, "endpoints": (agreement.hashes or {}).get(n, {})} for n in disagreeing_names(agreement)],
+        "unready": list(agreement.unready),
+        "unreachable": list(agreement.unreachable),
+    }
+

@@ -1,0 +1,246 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Report the storage version of every persisted resource, per apiserver endpoint."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: storage_version_info
+short_description: Report storage versions per apiserver, CRD storedVersions and StorageState records
+description:
+  - Queries every apiserver endpoint directly and reports, for every persisted resource, the storage version hash
+    from legacy discovery, the version that hash stands for, and the served versions; plus each endpoint's
+    C(/version) and readiness, and whether all endpoints agree.
+  - Each group/version discovery document is fetched once per endpoint, concurrently, over one connection pool.
+  - An endpoint that does not answer or refuses the credentials is reported with the HTTP status, never skipped.
+  - Also reports CRDs with C(status.storedVersions), StorageState records (C(migration.k8s.io/v1alpha1)),
+    StorageVersion objects (C(internal.apiserver.k8s.io/v1alpha1), only when served) and apiserver identity Leases.
+  - Never writes to the cluster.
+author: kubeupgrade.storage maintainers (@kubeupgrade)
+extends_documentation_fragment:
+  - kubeupgrade.storage.connection
+  - kubeupgrade.storage.connection.endpoints
+options:
+  resources:
+    description:
+      - Resources to report, by kubectl-style name (C(pods), C(deployments.apps), C(widgets.example.com)).
+      - Only the groups of these resources are discovered. Default is every persisted resource.
+    type: list
+    elements: str
+    default: []
+  include:
+    description:
+      - Cluster-wide records to read besides discovery. CRDs are always read for the reverse hash lookup of
+        custom resources; leave out C(crds) to omit them from the result.
+    type: list
+    elements: str
+    choices: [crds, storage_states, storage_versions, leases]
+    default: [crds, storage_states, storage_versions, leases]
+attributes:
+  check_mode:
+    description: The module never changes anything, so it runs normally in check mode.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+  action_group:
+    description: Use C(group/kubeupgrade.storage.storage) in C(module_defaults) to set the connection options once.
+    support: full
+    membership: [kubeupgrade.storage.storage]
+"""
+
+EXAMPLES = r"""
+- name: Observe the storage versions on all three apiservers
+  kubeupgrade.storage.storage_version_info:
+    kubeconfig: ~/.kube/config
+    endpoints:
+      - https://10.0.0.11:6443
+      - https://10.0.0.12:6443
+      - https://10.0.0.13:6443
+  register: storage
+
+- name: Stop when the apiservers do not agree
+  ansible.builtin.assert:
+    that: storage.agreed
+    fail_msg: "Storage versions differ: {{ storage.resources | dict2items | rejectattr('value.agreed') | map(attribute='key') | list }}"
+
+- name: Only deployments and a custom resource, without StorageVersion objects
+  kubeupgrade.storage.storage_version_info:
+    resources: [deployments.apps, widgets.example.com]
+    include: [crds, storage_states]
+"""
+
+RETURN = r"""
+endpoints:
+  description: What each apiserver endpoint reported, in the order given.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    endpoint:
+      description: Base URL of the apiserver.
+      type: str
+      sample: https://10.0.0.11:6443
+    reachable:
+      description: Whether the endpoint answered discovery with our credentials.
+      type: bool
+      sample: true
+    error:
+      description: Why the endpoint is unreachable or incomplete (names the endpoint and HTTP status), else null.
+      type: str
+      sample: "apiserver https://10.0.0.12:6443 rejected the credentials (HTTP 401): ..."
+    status:
+      description: HTTP status of the failure, if any.
+      type: int
+      sample: 401
+    git_version:
+      description: C(gitVersion) from C(/version).
+      type: str
+      sample: v1.32.0
+    release:
+      description: The minor release derived from C(git_version).
+      type: str
+      sample: "1.32"
+    ready:
+      description: Whether C(/readyz) answered 200.
+      type: bool
+      sample: true
+    failed_groups:
+      description: Group/versions whose discovery document could not be fetched.
+      type: list
+      elements: str
+      sample: []
+    resources:
+      description: Per persisted resource, its storage hash, decoded storage version (null if unknown) and served versions.
+      type: dict
+      sample: {"deployments.apps": {"hash": "8aSe+NMegvE=", "storage_version": "v1", "served_versions": ["v1"]}}
+resources:
+  description: Per resource, the hash and decoded version on each reachable endpoint and whether every endpoint agrees.
+  returned: always
+  type: dict
+  sample:
+    deployments.apps:
+      hashes: {"https://10.0.0.11:6443": "8aSe+NMegvE=", "https://10.0.0.12:6443": "8aSe+NMegvE="}
+      storage_versions: {"https://10.0.0.11:6443": "v1", "https://10.0.0.12:6443": "v1"}
+      agreed: true
+agreed:
+  description: True when every endpoint is reachable and complete and reports the same hash for every resource.
+  returned: always
+  type: bool
+  sample: true
+unreachable:
+  description: Endpoints that did not answer, refused the credentials, or whose discovery was incomplete.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+unready:
+  description: Reachable endpoints whose C(/readyz) did not answer 200.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+crds:
+  description: CRDs by name, with versions and C(status.storedVersions). Empty unless O(include) has C(crds).
+  returned: always
+  type: dict
+  sample: {"widgets.example.com": {"group": "example.com", "storage_version": "v1", "stored_versions": ["v1alpha1", "v1"]}}
+storage_states:
+  description: StorageState records by resource name. Empty unless O(include) has C(storage_states).
+  returned: always
+  type: dict
+  sample: {"deployments.apps": {"persisted_hashes": ["8aSe+NMegvE="], "current_hash": "8aSe+NMegvE=",
+           "last_heartbeat": "2026-11-21T14:21:47Z"}}
+storage_state_crd_installed:
+  description: Whether the StorageState CRD (C(storagestates.migration.k8s.io)) is installed.
+  returned: always
+  type: bool
+  sample: true
+storage_versions:
+  description: StorageVersion objects by name (C(apps.deployments)), when the API is served and requested.
+  returned: always
+  type: dict
+  sample: {"apps.deployments": {"common_encoding_version": "apps/v1", "entries": [{"api_server_id": "apiserver-abc",
+           "encoding_version": "apps/v1", "decodable_versions": ["apps/v1", "apps/v1beta2"], "served_versions": ["apps/v1"]}]}}
+storage_version_api_served:
+  description: Whether C(internal.apiserver.k8s.io/v1alpha1) is served.
+  returned: always
+  type: bool
+  sample: false
+identity_leases:
+  description: kube-apiserver identity Leases in C(kube-system).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"name": "apiserver-wlv32tlttr4jl3gtroqexyxapa", "hostname": "vm", "holder_identity": "apiserver-wlv..._2856c1dd",
+            "renew_time": "2026-11-21T14:19:31.852662Z"}]
+"""
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.agree import compare_endpoints, resource_table  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import INCLUDE_CHOICES, observe  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+
+
+def argument_spec() -> dict:
+    return {
+        "resources": {"type": "list", "elements": "str", "default": []},
+        "include": {"type": "list", "elements": "str", "choices": list(INCLUDE_CHOICES), "default": list(INCLUDE_CHOICES)},
+    }
+
+
+def endpoint_result(ep) -> dict:
+    return {
+        "endpoint": ep.endpoint, "reachable": ep.reachable, "error": ep.error, "status": ep.status,
+        "git_version": ep.git_version, "release": ep.release, "ready": ep.ready, "failed_groups": list(ep.failed_groups),
+        "resources": {name: {"hash": r.storage_hash, "storage_version": r.storage_version,
+                             "served_versions": list(r.served_versions), **({"hash_mismatch": r.hash_mismatch} if r.hash_mismatch else {})}
+                      for name, r in sorted(ep.resources.items())},
+    }
+
+
+def info_result(observation, resources, include) -> dict:
+    """The module result from an Observation (kept here, not in observe.py, because it is this module's format)."""
+    data = observation.to_dict()
+    agreement = compare_endpoints(observation.endpoints, resources=resources or None, require_ready=False)
+    unreachable = [e.endpoint for e in observation.endpoints if not e.complete]
+    return {
+        "changed": False,
+        "endpoints": [endpoint_result(ep) for ep in observation.endpoints],
+        "resources": resource_table(observation, resources or None),
+        "agreed": bool(agreement.agreed) and not unreachable,
+        "unreachable": unreachable,
+        "unready": [e.endpoint for e in observation.endpoints if e.reachable and not e.ready],
+        "crds": data["crds"] if "crds" in include else {},
+        "storage_states": data["storage_states"],
+        "storage_state_crd_installed": observation.storage_state_crd_installed,
+        "storage_versions": data["storage_versions"],
+        "storage_version_api_served": observation.storage_version_api_served,
+        "identity_leases": data["identity_leases"],
+    }
+
+
+def run(module: KubeUpgradeModule) -> dict:
+    params = module.params
+    clients = module.endpoint_clients()
+    cluster = module.client()
+    observation = observe(clients, load_profiles(), resources=params["resources"] or None, include=params["include"],
+                          cluster_client=cluster)
+    result = info_result(observation, params["resources"], params["include"])
+    bad = [e for e in observation.endpoints if not e.complete]
+    reachable = len(observation.endpoints) - len(bad)
+    result["msg"] = (f"{reachable}/{len(observation.endpoints)} apiserver(s) observed, {len(result['resources'])} resource(s); "
+                     + ("all agree" if result["agreed"] else "they do NOT all agree"))
+    for ep in bad:
+        module.warn(ep.error or f"apiserver {ep.endpoint} was not fully observed")
+    for warning in observation.warnings:
+        module.warn(warning)
+    return result
+
+
+def main() -> None:
+    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,91 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""storage_version_info: arguments, per-endpoint report, unreachable endpoints, never a write."""
+
+from __future__ import annotations
+
+from conftest import BASE_ARGS, ENDPOINTS, HOST
+from kube_fakes import recorded, recorded_route, unreachable
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import observe
+from ansible_collections.kubeupgrade.storage.plugins.modules import storage_version_info as module
+
+
+def with_cluster_records(cluster):
+    crd = recorded("crd/09-get-crd-storedVersions-v1alpha1-v1.json")["body"]
+    cluster.routes[HOST][observe.CRD_PATH] = (200, {"items": [crd], "metadata": {}})
+    cluster.routes[HOST][observe.STORAGE_STATE_PATH] = recorded_route("svm-sigs/07-list-storagestates-after-trigger-initial-cycle.json")
+    cluster.routes[HOST][observe.LEASE_PATH] = recorded_route("storageversion-api/08-list-identity-leases-distinct-hostnames.json")
+    cluster.routes[HOST][observe.STORAGE_VERSION_PATH] = recorded_route("storageversion-api/10-list-storageversions-two-apiservers.json")
+
+
+def test_reports_every_endpoint_and_agreement(run_module, fake_cluster):
+    with_cluster_records(fake_cluster)
+    failed, result = run_module(module, BASE_ARGS)
+    assert not failed and result["changed"] is False
+    assert [e["endpoint"] for e in result["endpoints"]] == ENDPOINTS
+    assert result["agreed"] is True and result["unreachable"] == []
+    assert result["resources"]["pods"]["hashes"] == {url: "xPOwRZ+Yhw8=" for url in ENDPOINTS}
+    assert result["endpoints"][0]["resources"]["deployments.apps"] == {"hash": "8aSe+NMegvE=", "storage_version": "v1", "served_versions": ["v1"]}
+    assert result["crds"]["widgets.example.com"]["stored_versions"] == ["v1alpha1", "v1"]
+    assert result["storage_states"]["configmaps"]["persisted_hashes"] == ["qFsyl6wFWjQ="]
+    assert len(result["identity_leases"]) == 2 and result["storage_version_api_served"] is True
+    assert fake_cluster.writes() == []
+
+
+def test_disagreeing_endpoint_means_not_agreed(run_module, fake_cluster):
+    doc = recorded("discovery/apis-apps_v1-legacy.json")["body"]
+    for item in doc["resources"]:
+        if item["name"] == "deployments":
+            item["storageVersionHash"] = "zzzzzzzzzzz="
+    fake_cluster.routes[ENDPOINTS[2]]["/apis/apps/v1"] = (200, doc)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployments.apps"]})
+    assert not failed and result["agreed"] is False
+    assert result["resources"]["deployments.apps"]["agreed"] is False
+    assert result["resources"]["deployments.apps"]["storage_versions"][ENDPOINTS[2]] is None
+
+
+def test_unreachable_endpoint_is_reported_with_a_warning(run_module, fake_cluster):
+    for path in list(fake_cluster.routes[ENDPOINTS[1]]):
+        fake_cluster.routes[ENDPOINTS[1]][path] = unreachable()
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["pods"]})
+    assert not failed and result["agreed"] is False and result["unreachable"] == [ENDPOINTS[1]]
+    assert ENDPOINTS[1] in result["endpoints"][1]["error"] and "NOT" in result["msg"]
+
+
+def test_unauthorised_endpoint_names_the_status(run_module, fake_cluster):
+    for path in list(fake_cluster.routes[ENDPOINTS[0]]):
+        fake_cluster.routes[ENDPOINTS[0]][path] = recorded_route("auth/01-wrong-bearer-token-401.json")
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["pods"]})
+    assert not failed
+    assert result["endpoints"][0]["status"] == 401 and "HTTP 401" in result["endpoints"][0]["error"]
+
+
+def test_check_mode_is_supported(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["pods"]}, check_mode=True)
+    assert not failed and result["changed"] is False and fake_cluster.writes() == []
+
+
+def test_include_without_crds_omits_them(run_module, fake_cluster):
+    with_cluster_records(fake_cluster)
+    failed, result = run_module(module, {**BASE_ARGS, "include": ["leases"]})
+    assert not failed and result["crds"] == {} and result["storage_states"] == {} and result["identity_leases"]
+
+
+def test_bad_include_value_is_one_clear_error(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "include": ["pods"]})
+    assert failed and "include" in result["msg"]
+
+
+def test_bad_endpoint_url_is_one_clear_error(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "endpoints": ["10.0.0.11:6443"]})
+    assert failed and "endpoints" in result["msg"] and "https://" in result["msg"]
+
+
+def test_kubeconfig_without_the_context_is_one_clear_error(run_module, fake_cluster, tmp_path):
+    kubeconfig = tmp_path / "config"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\nclusters: [{name: c, cluster: {server: 'https://10.0.0.10:6443'}}]\n"
+        "users: [{name: u, user: {token: t}}]\ncontexts: [{name: real, context: {cluster: c, user: u}}]\ncurrent-context: real\n")
+    failed, result = run_module(module, {"kubeconfig": str(kubeconfig), "context": "missing"})
+    assert failed and "missing" in result["msg"] and "real" in result["msg"]
+    assert "exception" not in result
