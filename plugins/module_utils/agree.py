@@ -9,65 +9,15 @@ agree, and otherwise fails naming, per disagreeing resource, what each endpoint 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Dict, List
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import Agreement, AgreementTracker, compare
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
 
-try:
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import AgreementTracker, compare
-except ImportError:  # adapter until agreement.py lands (same names and fields)
-    compare = None
-    AgreementTracker = None
 
-
-@dataclass
-class _Agreement:
-    agreed: bool
-    hashes: Dict[str, Dict[str, str]] = field(default_factory=dict)
-    disagreeing: List[str] = field(default_factory=list)
-    unreachable: List[str] = field(default_factory=list)
-    unready: List[str] = field(default_factory=list)
-    missing: Dict[str, List[str]] = field(default_factory=dict)
-
-
-def _compare(endpoints, resources=None, require_ready=True) -> _Agreement:
-    """Fallback for agreement.compare: every reachable, complete endpoint reports one hash per resource."""
-    reachable = [e for e in endpoints if e.reachable]
-    unreachable = [e.endpoint for e in endpoints if not e.reachable or e.failed_groups]
-    unready = [e.endpoint for e in reachable if not e.ready]
-    names = set(resources) if resources else {n for e in reachable for n in e.resources}
-    hashes, missing, disagreeing = {}, {}, []
-    for name in sorted(names):
-        per = {e.endpoint: e.resources[name].storage_hash for e in reachable if name in e.resources}
-        hashes[name] = per
-        absent = [e.endpoint for e in reachable if name not in e.resources]
-        if absent and per:
-            missing[name] = absent
-        if len(set(per.values())) > 1 or "" in per.values() or (absent and per):
-            disagreeing.append(name)
-    agreed = not disagreeing and not unreachable and not (require_ready and unready)
-    return _Agreement(agreed, hashes, disagreeing, unreachable, unready, missing)
-
-
-class _Tracker:
-    def __init__(self, required_polls: int):
-        self.required = max(1, int(required_polls))
-        self.streak = 0
-
-    def update(self, agreement) -> bool:
-        self.streak = self.streak + 1 if agreement.agreed else 0
-        return self.streak >= self.required
-
-
-def compare_endpoints(endpoints, resources=None, require_ready=True):
-    """agreement.compare when available (else the local adapter)."""
-    return (compare or _compare)(endpoints, resources=resources, require_ready=require_ready)
-
-
-def _tracker(polls: int):
-    return (AgreementTracker or _Tracker)(polls)
+def compare_endpoints(endpoints, resources=None, require_ready=True) -> Agreement:
+    return compare(endpoints, resources=resources, require_ready=require_ready)
 
 
 def disagreeing_names(agreement) -> List[str]:
@@ -112,7 +62,9 @@ def describe(agreement, observation=None) -> str:
             shown += ("; " if shown else "") + f"not served by {', '.join(missing)}"
         parts.append(f"{name}: {{{shown}}}")
     if agreement.unreachable:
-        parts.append(f"unreachable or incomplete: {', '.join(agreement.unreachable)}")
+        parts.append(f"unreachable: {', '.join(agreement.unreachable)}")
+    if getattr(agreement, "incomplete", None):
+        parts.append(f"discovery incomplete on: {', '.join(agreement.incomplete)}")
     if agreement.unready:
         parts.append(f"not ready: {', '.join(agreement.unready)}")
     return "; ".join(parts) or "all endpoints agree"
@@ -124,7 +76,7 @@ def wait_for_agreement(clients, profiles, resources, polls: int, interval: float
 
     Raises DisagreementError at ``timeout`` with the last disagreement in operator words.
     """
-    tracker = _tracker(polls)
+    tracker = AgreementTracker(polls)
     deadline = clock() + float(timeout)
     observed = 0
     while True:

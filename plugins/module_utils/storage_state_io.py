@@ -1,0 +1,236 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read and write StorageState records (``migration.k8s.io/v1alpha1``), the I/O half of "remember".
+
+The planning is in ``records.py``; here each plan is written with the record's ``resourceVersion``
+so a concurrent writer (the sigs trigger, another run) is never overwritten: a 409 re-reads the
+record and re-plans from what is there now, a bounded number of times. Status goes through the
+``/status`` subresource because the main endpoint silently drops status changes.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Dict, List, Optional
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import records
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+
+CRD_NAME = "storagestates.migration.k8s.io"
+CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
+CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+STATES_PATH = "/apis/migration.k8s.io/v1alpha1/storagestates"
+CONFLICT_ATTEMPTS = 5
+
+CREATED = "created"
+UPDATED = "updated"
+UNCHANGED = "unchanged"
+_ACTION_WORDS = {records.CREATE: CREATED, records.UPDATE: UPDATED, records.UNCHANGED: UNCHANGED}
+
+
+@dataclass
+class RecordChange:
+    """The outcome for one resource: what was (or in check mode would be) done, before and after."""
+
+    name: str
+    action: str  # created / updated / unchanged
+    before: Optional[dict]
+    after: Optional[dict]
+    reasons: List[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "action": self.action, "before": self.before, "after": self.after, "reasons": self.reasons}
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def crd_installed(client) -> bool:
+    try:
+        client.get(CRD_PATH)
+    except ApiError as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+def _established(crd: dict) -> bool:
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in (crd.get("status") or {}).get("conditions") or [])
+
+
+def ensure_crd(client, install: bool, check_mode: bool, timeout: float = 60.0, sleep=time.sleep, clock=time.monotonic) -> bool:
+    """Make sure the StorageState CRD exists; return True when it was (or would be) installed.
+
+    Installing is opt-out because without the CRD no record can be kept; when ``install`` is false a
+    missing CRD is one clear error.
+    """
+    if crd_installed(client):
+        return False
+    if not install:
+        raise ConfigurationError(
+            f"The StorageState CRD {CRD_NAME} is not installed, and install_crd is false. Install it (set install_crd: true, "
+            "or apply kube-storage-version-migrator's manifests/storage_state_crd.yaml) and run again.")
+    if check_mode:
+        return True
+    try:
+        client.post(CRDS_PATH, records.STORAGE_STATE_CRD)
+    except ApiError as error:
+        if error.status != 409:  # created meanwhile by someone else: fine
+            raise
+    deadline = clock() + timeout
+    while True:
+        crd = client.get(CRD_PATH)
+        if _established(crd):
+            return True
+        if clock() >= deadline:
+            raise KubeUpgradeError(f"The StorageState CRD {CRD_NAME} was created but is not Established after {timeout:g}s; "
+                                   "check the apiserver logs and run again.")
+        sleep(0.2)
+
+
+def read_records(client) -> Dict[str, dict]:
+    """Every StorageState object by name (raw objects: their resourceVersion guards the writes)."""
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import list_all
+
+    try:
+        items = list_all(client, STATES_PATH)
+    except ApiError as error:
+        if error.status == 404:
+            return {}
+        raise
+    return {(obj.get("metadata") or {}).get("name", ""): obj for obj in items}
+
+
+def _view(obj: Optional[dict]) -> Optional[dict]:
+    """The part of a record an operator compares in a diff."""
+    if obj is None:
+        return None
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    view = {"status": dict(obj.get("status") or {})}
+    if records.OBSERVED_HASHES_ANNOTATION in annotations:
+        view["observed_hashes"] = annotations[records.OBSERVED_HASHES_ANNOTATION]
+    return view
+
+
+def _get(client, name: str) -> Optional[dict]:
+    try:
+        return client.get(f"{STATES_PATH}/{name}")
+    except ApiError as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def _write(client, name: str, existing: Optional[dict], plan) -> dict:
+    """Create or update one record; raises ApiError 409 when someone else changed it first."""
+    group_resource = GroupResource.parse(name)
+    if existing is None:
+        body = records.storage_state_object(name, group_resource.group, group_resource.resource, plan.status, plan.annotations)
+        created = client.post(STATES_PATH, body)
+        # Status is ignored on create when the status subresource is enabled: write it separately.
+        created["status"] = plan.status
+        return client.put(f"{STATES_PATH}/{name}/status", created)
+    current = existing
+    annotations = (existing.get("metadata") or {}).get("annotations") or {}
+    if any(annotations.get(k) != v for k, v in (plan.annotations or {}).items()):
+        updated = dict(existing)
+        metadata = dict(existing.get("metadata") or {})
+        metadata["annotations"] = {**annotations, **plan.annotations}
+        updated["metadata"] = metadata
+        current = client.put(f"{STATES_PATH}/{name}", updated)
+    if (current.get("status") or {}) != plan.status:
+        body = dict(current)
+        body["status"] = plan.status
+        current = client.put(f"{STATES_PATH}/{name}/status", body)
+    return current
+
+
+def apply_plans(client, observed: Dict[str, Dict[str, str]], existing: Dict[str, dict], heartbeat_interval: int,
+                check_mode: bool, now=None) -> List[RecordChange]:
+    """Bring each resource's record up to date with the hashes ``observed`` ({name: {endpoint: hash}}).
+
+    In check mode nothing is written: each change says what would be done.
+    """
+    now = now or _utcnow()
+    changes = []
+    for name in sorted(observed):
+        obj = existing.get(name)
+        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+            record = records.record_from_object(obj) if obj is not None else None
+            plan = records.plan_record(record, observed[name], now, heartbeat_interval)
+            before = _view(obj)
+            after_obj = None
+            if plan.changed:
+                preview = records.storage_state_object(name, *_group_resource(name), plan.status, plan.annotations)
+                if check_mode:
+                    after_obj = preview
+                else:
+                    try:
+                        after_obj = _write(client, name, obj, plan)
+                    except ApiError as error:
+                        if error.status == 409 and attempt < CONFLICT_ATTEMPTS:
+                            obj = _get(client, name)
+                            continue
+                        if error.status == 409:
+                            raise KubeUpgradeError(
+                                f"StorageState {name} kept changing while it was updated ({CONFLICT_ATTEMPTS} conflicts): another "
+                                "writer (the kube-storage-version-migrator trigger?) is updating it; stop it or run again.") from None
+                        raise
+            changes.append(RecordChange(name, _ACTION_WORDS[plan.action], before, _view(after_obj) if plan.changed else before,
+                                        list(plan.reasons)))
+            break
+    return changes
+
+
+def _group_resource(name: str):
+    parsed = GroupResource.parse(name)
+    return parsed.group, parsed.resource
+
+
+def mark_migrated(cluster_client, resource_name: str, current_hash: str, now=None, check_mode: bool = False) -> RecordChange:
+    """After a completed migration every object is in ``current_hash``: persisted := [current].
+
+    Written with resourceVersion; a 409 re-reads and retries (bounded). A missing record is created.
+    """
+    if not current_hash or current_hash == UNKNOWN:
+        raise KubeUpgradeError(f"cannot mark {resource_name} migrated without its current storage hash")
+    now = now or _utcnow()
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        obj = _get(cluster_client, resource_name)
+        record = records.record_from_object(obj) if obj is not None else None
+        status = records.migrated_status(record, current_hash, now)
+        if obj is not None and (obj.get("status") or {}).get("persistedStorageVersionHashes") == [current_hash] \
+                and (obj.get("status") or {}).get("currentStorageVersionHash") == current_hash:
+            return RecordChange(resource_name, UNCHANGED, _view(obj), _view(obj), ["already migrated"])
+        plan = records.RecordPlan(records.CREATE if obj is None else records.UPDATE, status, ["migration completed"])
+        if check_mode:
+            after = records.storage_state_object(resource_name, *_group_resource(resource_name), status)
+            return RecordChange(resource_name, _ACTION_WORDS[plan.action], _view(obj), _view(after), plan.reasons)
+        try:
+            written = _write(cluster_client, resource_name, obj, plan)
+        except ApiError as error:
+            if error.status == 409 and attempt < CONFLICT_ATTEMPTS:
+                continue
+            raise
+        return RecordChange(resource_name, _ACTION_WORDS[plan.action], _view(obj), _view(written), plan.reasons)
+    raise KubeUpgradeError(f"StorageState {resource_name} kept changing while it was marked migrated; run again.")
+
+
+def observed_hashes(observation, resources=None) -> Dict[str, Dict[str, str]]:
+    """{resource: {endpoint: hash}} from every reachable endpoint; resources with a contradictory hash are left out."""
+    wanted = set(resources) if resources else None
+    result: Dict[str, Dict[str, str]] = {}
+    for ep in observation.endpoints:
+        if not ep.reachable:
+            continue
+        for name, res in ep.resources.items():
+            if wanted is not None and name not in wanted:
+                continue
+            if res.storage_hash:
+                result.setdefault(name, {})[ep.endpoint] = res.storage_hash
+    return result
