@@ -1,0 +1,103 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The playbooks against a simulated control plane, judged by the cluster's state afterwards.
+
+- check mode runs end to end and changes nothing in the store;
+- a second run of each playbook reports changed=0;
+- a failing host upgrade runs the rollback tasks and leaves the cluster readable;
+- a pre-flight that finds `unsafe` stops before any host is touched.
+"""
+
+from __future__ import annotations
+
+from test_playbooks_helpers import (  # noqa: F401  (sim is a fixture)
+    CRDS,
+    DATA_RESOURCES,
+    HASH_V1BETA1,
+    LEASECANDIDATES,
+    STORAGE_STATES,
+    assert_content_unchanged,
+    assert_readable_everywhere,
+    crd_stored_versions,
+    encodings,
+    explain,
+    releases,
+    run,
+    sim,
+    snapshot,
+    storage_state,
+)
+
+EVERYTHING = DATA_RESOURCES + [STORAGE_STATES, CRDS]
+
+# The application's next widgets CRD without v1, the version the cluster stores widgets in: no
+# migration can make that safe.
+WIDGETS_WITHOUT_V1 = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {
+        "group": "example.com",
+        "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+        "scope": "Namespaced",
+        "versions": [{"name": "v2", "served": True, "storage": True,
+                      "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
+    },
+}
+
+
+def test_check_mode_changes_nothing(sim, ansible_playbook, tmp_path):
+    before = snapshot(sim, EVERYTHING)
+    for playbook in ("preflight.yml", "migrate.yml", "upgrade.yml"):
+        result = run(ansible_playbook, playbook, sim, tmp_path, check=True, kubeupgrade_preflight_fail_on=[])
+        assert result.rc == 0, f"{playbook}: {explain(result)}"
+        assert snapshot(sim, EVERYTHING) == before, f"{playbook} --check changed the store"
+        assert releases(sim) == ["1.32", "1.32", "1.32"], f"{playbook} --check upgraded an apiserver"
+
+
+def test_second_runs_change_nothing(sim, ansible_playbook, tmp_path):
+    before = snapshot(sim)
+    for playbook in ("preflight.yml", "migrate.yml", "upgrade.yml"):
+        first = run(ansible_playbook, playbook, sim, tmp_path, kubeupgrade_preflight_fail_on=[])
+        assert first.rc == 0, f"{playbook}: {explain(first)}"
+        store = snapshot(sim, EVERYTHING)
+        second = run(ansible_playbook, playbook, sim, tmp_path, kubeupgrade_preflight_fail_on=[])
+        assert second.rc == 0, f"{playbook} (second run): {explain(second)}"
+        assert second.changed_total == 0, f"{playbook} (second run) changed something: {explain(second)}"
+        after = snapshot(sim, EVERYTHING)
+        for resource in DATA_RESOURCES + [CRDS]:
+            assert after[resource] == store[resource], f"{playbook} (second run) rewrote {resource}"
+    assert releases(sim) == ["1.33", "1.33", "1.33"]
+    assert storage_state(sim, LEASECANDIDATES)["persistedStorageVersionHashes"] == [HASH_V1BETA1]
+    assert encodings(sim, LEASECANDIDATES) == {"coordination.k8s.io/v1beta1"}
+    assert crd_stored_versions(sim, "widgets.example.com") == ["v1"]
+    assert_content_unchanged(before, snapshot(sim))
+    assert_readable_everywhere(sim)
+
+
+def test_failing_host_upgrade_rolls_back(sim, ansible_playbook, tmp_path):
+    before = snapshot(sim)
+    result = run(ansible_playbook, "upgrade.yml", sim, tmp_path, kubeupgrade_demo_broken_hosts=["cp2"])
+    assert result.rc != 0, explain(result)
+    assert "Run the per-host rollback tasks" in result.stdout, explain(result)
+    # cp1 was upgraded, cp2 failed and is back on 1.32 and running, cp3 was never touched.
+    assert releases(sim) == ["1.33", "1.32", "1.32"]
+    assert all(s["running"] and s["ready"] for s in sim.admin.status()), sim.admin.status()
+    assert result.recap["cp2"]["rescued"] == 1
+    assert "cp3" not in result.recap or result.recap["cp3"].get("changed", 0) == 0
+    # Nothing was migrated while the apiservers disagree; every object is readable everywhere.
+    assert encodings(sim, LEASECANDIDATES) == {"coordination.k8s.io/v1alpha2"}
+    assert_content_unchanged(before, snapshot(sim))
+    assert_readable_everywhere(sim)
+
+
+def test_unsafe_preflight_stops_before_any_host(sim, ansible_playbook, tmp_path):
+    before = snapshot(sim)
+    result = run(ansible_playbook, "upgrade.yml", sim, tmp_path, kubeupgrade_target_crds=[WIDGETS_WITHOUT_V1])
+    assert result.rc != 0, explain(result)
+    assert "unsafe" in result.stdout, explain(result)
+    assert "Rolling upgrade of the control plane" not in result.stdout, "a host was reached"
+    assert releases(sim) == ["1.32", "1.32", "1.32"]
+    after = snapshot(sim)
+    for resource in DATA_RESOURCES:
+        assert after[resource] == before[resource], f"{resource} changed"
+    assert (tmp_path / "reports" / "preflight-1.33.md").exists()
