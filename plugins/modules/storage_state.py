@@ -1,0 +1,173 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Keep StorageState records up to date with what every apiserver reports."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: storage_state
+short_description: Keep StorageState records of persisted storage versions
+description:
+  - Keeps one C(migration.k8s.io/v1alpha1) StorageState record per persisted resource, as the
+    kube-storage-version-migrator trigger controller does, but driven by the playbook run.
+  - A missing record is created with C(persistedStorageVersionHashes=["Unknown"]) plus the hashes observed now,
+    because objects written before may be in any version. Newly observed hashes from every apiserver are appended;
+    nothing is ever removed here (only a completed migration shrinks the list). The heartbeat is refreshed when
+    older than O(heartbeat_interval).
+  - Installs the StorageState CRD when it is missing, unless O(install_crd=false).
+  - Idempotent - a second run with nothing new reports C(changed=false).
+author: kubeupgrade.storage maintainers (@kubeupgrade)
+extends_documentation_fragment:
+  - kubeupgrade.storage.connection
+  - kubeupgrade.storage.connection.endpoints
+options:
+  resources:
+    description:
+      - Resources to keep records for, by kubectl-style name (C(pods), C(deployments.apps)). Default is every
+        persisted resource any endpoint reports.
+    type: list
+    elements: str
+    default: []
+  install_crd:
+    description:
+      - Install the C(storagestates.migration.k8s.io) CRD when it is missing. With V(false) a missing CRD is an error.
+    type: bool
+    default: true
+  heartbeat_interval:
+    description:
+      - Seconds after which an unchanged record's C(lastHeartbeatTime) is refreshed anyway.
+    type: int
+    default: 600
+attributes:
+  check_mode:
+    description: Reports which records would be created or updated and writes nothing.
+    support: full
+  diff_mode:
+    description: Returns the status of each changed record before and after.
+    support: full
+  action_group:
+    description: Use C(group/kubeupgrade.storage.storage) in C(module_defaults) to set the connection options once.
+    support: full
+    membership: [kubeupgrade.storage.storage]
+"""
+
+EXAMPLES = r"""
+- name: Record the storage versions every apiserver reports before the upgrade
+  kubeupgrade.storage.storage_state:
+    endpoints:
+      - https://10.0.0.11:6443
+      - https://10.0.0.12:6443
+      - https://10.0.0.13:6443
+
+- name: Only two resources, without installing the CRD
+  kubeupgrade.storage.storage_state:
+    resources: [deployments.apps, widgets.example.com]
+    install_crd: false
+"""
+
+RETURN = r"""
+records:
+  description: One entry per resource.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    name:
+      description: Resource name, which is also the StorageState name.
+      type: str
+      sample: deployments.apps
+    action:
+      description: C(created), C(updated) or C(unchanged) (in check mode - what would be done).
+      type: str
+      sample: created
+    before:
+      description: The record's status (and observed-hashes annotation) before; null when it did not exist.
+      type: dict
+      sample: null
+    after:
+      description: The record's status after.
+      type: dict
+      sample: {"status": {"persistedStorageVersionHashes": ["Unknown", "8aSe+NMegvE="],
+               "currentStorageVersionHash": "8aSe+NMegvE=", "lastHeartbeatTime": "2026-11-21T15:00:00Z"}}
+    reasons:
+      description: Why the record changes, in operator words.
+      type: list
+      elements: str
+      sample: ["no StorageState yet: objects written before now may be in any version, so persisted starts as Unknown"]
+crd_installed:
+  description: Whether the StorageState CRD was (or in check mode would be) installed by this run.
+  returned: always
+  type: bool
+  sample: false
+unreachable:
+  description: Endpoints that were not observed; their hashes could not be recorded.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+diff:
+  description: Before and after of every changed record, by name (diff mode only).
+  returned: when diff mode is on
+  type: dict
+  sample: {"before": {"deployments.apps": null}, "after": {"deployments.apps": {"status": {}}}}
+"""
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+
+
+def argument_spec() -> dict:
+    return {
+        "resources": {"type": "list", "elements": "str", "default": []},
+        "install_crd": {"type": "bool", "default": True},
+        "heartbeat_interval": {"type": "int", "default": 600},
+    }
+
+
+def run(module: KubeUpgradeModule) -> dict:
+    params = module.params
+    if params["heartbeat_interval"] < 1:
+        raise ConfigurationError(f"heartbeat_interval must be at least 1 second, got {params['heartbeat_interval']}.")
+    cluster = module.client()
+    observation = observe(module.endpoint_clients(), load_profiles(), resources=params["resources"] or None, include=(),
+                          cluster_client=cluster)
+    unreachable = [e.endpoint for e in observation.endpoints if not e.reachable]
+    if len(unreachable) == len(observation.endpoints):
+        raise KubeUpgradeError(
+            "No apiserver could be observed, so no storage hash can be recorded: "
+            + "; ".join(e.error or e.endpoint for e in observation.endpoints))
+    for ep in observation.endpoints:
+        if not ep.complete:
+            module.warn(f"{ep.error} - its storage hashes are not recorded in this run")
+    installed = storage_state_io.ensure_crd(cluster, params["install_crd"], module.check_mode)
+    existing = {} if (installed and module.check_mode) else storage_state_io.read_records(cluster)
+    observed = storage_state_io.observed_hashes(observation, params["resources"] or None)
+    for name in params["resources"] or []:
+        if name not in observed:
+            module.warn(f"no reachable apiserver reports a storage hash for {name}; its record is left as it is")
+    changes = storage_state_io.apply_plans(cluster, observed, existing, params["heartbeat_interval"], module.check_mode)
+    changed_records = [c for c in changes if c.action != storage_state_io.UNCHANGED]
+    counts = {action: sum(1 for c in changes if c.action == action)
+              for action in (storage_state_io.CREATED, storage_state_io.UPDATED, storage_state_io.UNCHANGED)}
+    result = {
+        "changed": bool(changed_records) or installed,
+        "records": [c.to_dict() for c in changes],
+        "crd_installed": installed,
+        "unreachable": unreachable,
+        "msg": (("would " if module.check_mode else "") + f"create {counts['created']}, update {counts['updated']} StorageState "
+                f"record(s); {counts['unchanged']} unchanged" + ("; StorageState CRD installed" if installed else "")),
+    }
+    if module.diff_mode:
+        result["diff"] = {"before": {c.name: c.before for c in changed_records}, "after": {c.name: c.after for c in changed_records}}
+    return result
+
+
+def main() -> None:
+    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Wait until every apiserver reports the same storage versions."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: storage_version_agreement
+short_description: Wait until every apiserver reports the same storage versions
+description:
+  - Polls every apiserver endpoint's legacy discovery until O(polls) consecutive polls see the same storage version
+    hash for every resource on every endpoint (and, with O(require_ready), every endpoint ready).
+  - A storage migration run while apiservers disagree is undone by the apiservers still writing the old version,
+    so gate migrations and each step of a rolling upgrade on this.
+  - Fails at O(timeout) naming every disagreeing resource with the version and hash each endpoint reports, and the
+    unready or unreachable endpoints.
+  - Never writes to the cluster.
+author: kubeupgrade.storage maintainers (@kubeupgrade)
+extends_documentation_fragment:
+  - kubeupgrade.storage.connection
+  - kubeupgrade.storage.connection.endpoints
+options:
+  resources:
+    description:
+      - Resources that must agree, by kubectl-style name. Default is every persisted resource.
+    type: list
+    elements: str
+    default: []
+  polls:
+    description:
+      - Consecutive agreeing polls (with the same hashes) required.
+    type: int
+    default: 2
+  interval:
+    description:
+      - Seconds between polls.
+    type: float
+    default: 5.0
+  timeout:
+    description:
+      - Seconds to wait for agreement before failing.
+    type: float
+    default: 300.0
+  require_ready:
+    description:
+      - Also require every endpoint's C(/readyz) to answer 200.
+    type: bool
+    default: true
+attributes:
+  check_mode:
+    description: The module never changes anything, so it runs normally in check mode.
+    support: full
+  diff_mode:
+    description: Nothing changes, so there is no diff.
+    support: none
+  action_group:
+    description: Use C(group/kubeupgrade.storage.storage) in C(module_defaults) to set the connection options once.
+    support: full
+    membership: [kubeupgrade.storage.storage]
+"""
+
+EXAMPLES = r"""
+- name: Wait until the three apiservers agree before migrating
+  kubeupgrade.storage.storage_version_agreement:
+    endpoints:
+      - https://10.0.0.11:6443
+      - https://10.0.0.12:6443
+      - https://10.0.0.13:6443
+    polls: 3
+    interval: 2
+    timeout: 600
+
+- name: Only the resources about to be migrated
+  kubeupgrade.storage.storage_version_agreement:
+    resources: [flowschemas.flowcontrol.apiserver.k8s.io]
+"""
+
+RETURN = r"""
+agreed:
+  description: True when agreement was reached (always true on success).
+  returned: always
+  type: bool
+  sample: true
+polls_observed:
+  description: How many polls were made.
+  returned: always
+  type: int
+  sample: 2
+hashes:
+  description: The last poll's hash per resource and endpoint.
+  returned: always
+  type: dict
+  sample: {"deployments.apps": {"https://10.0.0.11:6443": "8aSe+NMegvE=", "https://10.0.0.12:6443": "8aSe+NMegvE="}}
+disagreeing:
+  description: Resources whose endpoints report different hashes in the last poll.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"resource": "deployments.apps", "endpoints": {"https://10.0.0.11:6443": "8aSe+NMegvE=", "https://10.0.0.12:6443": "other=="}}]
+unready:
+  description: Endpoints whose C(/readyz) did not answer 200 in the last poll.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+unreachable:
+  description: Endpoints that did not answer in the last poll.
+  returned: always
+  type: list
+  elements: str
+  sample: []
+"""
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import agree  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+
+
+def argument_spec() -> dict:
+    return {
+        "resources": {"type": "list", "elements": "str", "default": []},
+        "polls": {"type": "int", "default": 2},
+        "interval": {"type": "float", "default": 5.0},
+        "timeout": {"type": "float", "default": 300.0},
+        "require_ready": {"type": "bool", "default": True},
+    }
+
+
+def run(module: KubeUpgradeModule) -> dict:
+    params = module.params
+    for name, minimum in (("polls", 1), ("interval", 0), ("timeout", 0)):
+        if params[name] < minimum:
+            raise ConfigurationError(f"{name} must be at least {minimum}, got {params[name]}.")
+    try:
+        agreement, polls = agree.wait_for_agreement(
+            module.endpoint_clients(), load_profiles(), params["resources"] or None, params["polls"], params["interval"],
+            params["timeout"], params["require_ready"], cluster_client=module.client())
+    except DisagreementError as error:
+        details = dict(error.details or {})
+        disagreeing = [{"resource": n, "endpoints": details.get("hashes", {}).get(n, {})} for n in details.get("disagreeing", [])]
+        module.module.fail_json(msg=str(error), agreed=False, polls_observed=details.get("polls_observed", 0),
+                                hashes=details.get("hashes", {}), disagreeing=disagreeing,
+                                unready=details.get("unready", []), unreachable=details.get("unreachable", []))
+    result = agree.last_agreement_fields(agreement)
+    result.update(changed=False, polls_observed=polls,
+                  msg=f"all {len(module.endpoint_clients())} apiserver(s) agree on {len(agreement.hashes)} resource(s) "
+                      f"for {params['polls']} consecutive poll(s)")
+    return result
+
+
+def main() -> None:
+    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+
+
+if __name__ == "__main__":
+    main()
