@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Regenerate plugins/module_utils/_release_data.py from the upstream release table.
 
-Usage: scripts/generate_release_data.py [SOURCE_JSON] [--check]
+Usage: python3 scripts/generate_release_data.py [SOURCE_JSON] [--check]
 
 SOURCE_JSON defaults to ../shared/data/k8s-storage-profiles.json (relative to the repository root).
 The shipped file keeps, per release and resource, only what the collection judges with: kind,

@@ -98,8 +98,8 @@ options:
 requirements:
   - kubernetes >= 30.1.0 (Python client, for its kubeconfig and in-cluster loaders)
 notes:
-  - Modules talk to each apiserver directly; run them where the apiservers are reachable, usually the controller
-    (C(delegate_to: localhost)) or an execution environment.
+  - "Modules talk to each apiserver directly; run them where the apiservers are reachable, usually the controller
+    (C(delegate_to: localhost)) or an execution environment."
 """
 
     ENDPOINTS = r"""

@@ -25,7 +25,7 @@ class GroupResource:
         """Inverse of ``name``: resource names never contain a dot, so split at the first one."""
         if not isinstance(name, str) or not name.strip():
             raise ValueError(f"resource name must be a non-empty string like 'deployments.apps', got {name!r}")
-        resource, _, group = name.strip().partition(".")
+        resource, _sep, group = name.strip().partition(".")
         return cls(group=group, resource=resource)
 
     def api_prefix(self, version: str) -> str:

@@ -40,7 +40,7 @@ def kubeconfig(tmp_path, contexts=("admin@one", "admin@two"), insecure=False):
 
 
 def test_kubeconfig_file_gives_host_token_and_ca(tmp_path):
-    path, _ = kubeconfig(tmp_path)
+    path, _doc = kubeconfig(tmp_path)
     settings = ConnectionSettings.from_params({"kubeconfig": str(path)})
     assert settings.host == "https://10.0.0.11:6443"
     assert settings.headers["Authorization"] == "Bearer secret-token"
@@ -49,20 +49,20 @@ def test_kubeconfig_file_gives_host_token_and_ca(tmp_path):
 
 
 def test_named_context_and_insecure_cluster(tmp_path):
-    path, _ = kubeconfig(tmp_path, insecure=True)
+    path, _doc = kubeconfig(tmp_path, insecure=True)
     settings = ConnectionSettings.from_params({"kubeconfig": str(path), "context": "admin@two"})
     assert settings.host == "https://10.0.0.12:6443"
     assert settings.verify is False
 
 
 def test_validate_certs_overrides_kubeconfig(tmp_path):
-    path, _ = kubeconfig(tmp_path, insecure=True)
+    path, _doc = kubeconfig(tmp_path, insecure=True)
     settings = ConnectionSettings.from_params({"kubeconfig": str(path), "context": "admin@two", "validate_certs": True})
     assert settings.verify is True
 
 
 def test_inline_kubeconfig_dict(tmp_path):
-    _, doc = kubeconfig(tmp_path)
+    _path, doc = kubeconfig(tmp_path)
     settings = ConnectionSettings.from_params({"kubeconfig": doc, "context": "admin@one"})
     assert settings.host == "https://10.0.0.11:6443"
 
@@ -77,7 +77,7 @@ def test_inline_kubeconfig_dict(tmp_path):
     ],
 )
 def test_bad_connection_input_gives_one_clear_error(tmp_path, params, message):
-    path, _ = kubeconfig(tmp_path)
+    path, _doc = kubeconfig(tmp_path)
     if "kubeconfig" not in params and "host" not in params:
         params = dict(params, kubeconfig=str(path))
     with pytest.raises(ConfigurationError) as error:
