@@ -206,6 +206,24 @@ class ProfileSet:
         entries = self._entries(name)
         return entries[0].storage_group if entries else None
 
+    def hash_candidates(self, name: str, release=None):
+        """``(storage_group, kind, versions)`` to reverse-look-up a hash of ``name``: the versions of one
+        release, or of every release; ProfileError when the resource (or release) is unknown."""
+        if release is not None:
+            profile = self.get(release)
+            entry = profile.get(name)
+            if entry is None:
+                raise errors.ProfileError(
+                    f"the Kubernetes {profile.release} profile has no resource {name!r}; use kubectl-style names like "
+                    f"'deployments.apps' or 'pods', or add it with profiles_file")
+            return entry.storage_group, entry.kind, entry.readable_versions()
+        entries = self._entries(name)
+        if not entries:
+            raise errors.ProfileError(
+                f"no release profile has a resource {name!r}; use kubectl-style names like 'deployments.apps' or "
+                f"'pods', or give candidates")
+        return entries[0].storage_group, entries[0].kind, self.candidate_versions(name)
+
     def known(self, name: str) -> bool:
         """True when some release profile has the resource (i.e. it is a built-in we have data for)."""
         return bool(self._entries(name))
