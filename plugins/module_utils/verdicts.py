@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Dict, List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery, records
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery, hashing, records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN as UNKNOWN_HASH
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import ObservedResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -199,6 +199,9 @@ def _lookup(hash_value, resource, profiles, observation, target) -> Optional[str
     found = discovery.lookup_storage_version(hash_value, resource, profiles, observation.crds)
     if found is None and target.crd_manifests:
         found = discovery.lookup_storage_version(hash_value, resource, profiles, target.crd_manifests)
+    live_crd = observation.crds.get(resource.name)
+    if found is None and live_crd is not None:  # a version already dropped from spec.versions but still stored
+        found = hashing.reverse_lookup(hash_value, live_crd.group, live_crd.kind, live_crd.stored_versions)
     return found
 
 
@@ -219,7 +222,10 @@ def judge(observation, target: Target, profiles, resources=None, record_max_age=
     counts = {verdict: 0 for verdict in VERDICT_ORDER}
     for result in results:
         counts[result.verdict] += 1
-    return Judgement(resources=results, counts=counts, worst=worst_of(r.verdict for r in results))
+    worst = worst_of(r.verdict for r in results)
+    if not observation.endpoints or not all(ep.complete for ep in observation.endpoints):
+        worst = worst_of([worst, UNKNOWN])  # an apiserver we could not read may hold resources we never saw
+    return Judgement(resources=results, counts=counts, worst=worst)
 
 
 def _judge_one(name, observation, target, profiles, record_max_age, now) -> ResourceVerdict:

@@ -446,3 +446,19 @@ def test_resources_filter_and_unknown_name():
 def test_verdict_order():
     assert VERDICT_ORDER[0] == SAFE and VERDICT_ORDER[-1] == UNSAFE and len(set(VERDICT_ORDER)) == 5
     assert verdicts.worst_of([]) == SAFE and verdicts.worst_of([SAFE, REMOVED, NEEDS_MIGRATION]) == REMOVED
+
+
+def test_all_endpoints_unreachable_is_never_safe_overall():
+    observation = Observation(endpoints=[EndpointObservation(endpoint=EP1, reachable=False, error="connection refused")])
+    result = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW)
+    assert result.resources == [] and result.worst == UNKNOWN
+    assert judge(Observation(), Target(release=PROFILES.get("1.32")), PROFILES, now=NOW).worst == UNKNOWN
+
+
+def test_record_hash_of_a_version_dropped_from_spec_maps_through_stored_versions():
+    observation = _widget_cluster(*SWITCHED, ["v1alpha1", "v1"])
+    crd = observation.crds["widgets.example.com"]
+    crd.versions = [v for v in crd.versions if v.name != "v1alpha1"]  # dropped from spec, still in storedVersions
+    item = one(observation, Target(), "widgets.example.com")
+    assert item.unresolved_hashes == [] and item.persisted_versions == ["v1alpha1", "v1"]
+    assert item.verdict == NEEDS_MIGRATION
