@@ -248,6 +248,8 @@ def _read_cluster(candidates, include, wanted, storage_version_api_served, obser
 def _read_cluster_from(client, include, wanted, storage_version_api_served, observation: Observation, sleep) -> None:
     observation.crds = {}
     for obj in _list_or_warn(client, CRD_PATH, None, observation, "CustomResourceDefinitions", sleep):
+        # Items of a typed LIST carry no apiVersion/kind (the real apiserver omits them too).
+        obj = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", **obj}
         try:
             crd = crds_mod.crd_from_object(obj)
         except KubeUpgradeError as error:
