@@ -1,0 +1,53 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""storage_version_check: bad input gives one clear error; unreachable endpoints are unknown, never safe."""
+
+from __future__ import annotations
+
+from conftest import BASE_ARGS, ENDPOINTS
+from kube_fakes import unreachable
+
+from ansible_collections.kubeupgrade.storage.plugins.modules import storage_version_check as module
+
+
+def test_no_target_is_one_clear_error(run_module, fake_cluster):
+    failed, result = run_module(module, BASE_ARGS)
+    assert failed and "target_release" in result["msg"]
+
+
+def test_release_without_profile_names_the_known_ones(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "target_release": "1.99"})
+    assert failed and "1.99" in result["msg"] and "1.32" in result["msg"] and "profiles" in result["msg"]
+
+
+def test_malformed_profile_is_one_clear_error(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "target_release": "1.33", "profiles": {"releases": {"1.40": {"bogus": 1}}}})
+    assert failed and "profiles option" in result["msg"]
+
+
+def test_missing_manifest_path_is_named(run_module, fake_cluster, tmp_path):
+    failed, result = run_module(module, {**BASE_ARGS, "target_release": "1.33", "target_crds": [str(tmp_path / "nope.yaml")]})
+    assert failed and "nope.yaml" in result["msg"] and "does not exist" in result["msg"]
+
+
+def test_malformed_inline_manifest_is_named(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "target_release": "1.33", "target_crds": ["kind: Foo\nspec: [\n"]})
+    assert failed and "target_crds #1" in result["msg"]
+
+
+def test_unreachable_endpoint_is_unknown_and_fails_by_default(run_module, fake_cluster):
+    for path in list(fake_cluster.routes[ENDPOINTS[1]]):
+        fake_cluster.routes[ENDPOINTS[1]][path] = unreachable()
+    args = {**BASE_ARGS, "target_release": "1.33", "resources": ["pods"]}
+    failed, result = run_module(module, args)
+    assert failed and result["verdict"] == "unknown" and ENDPOINTS[1] in result["msg"]
+    assert result["resources"] and result["counts"]["unknown"] == 1 and result["report_markdown"]
+    failed, result = run_module(module, {**args, "fail_on": ["unsafe"]}, check_mode=True)
+    assert not failed and result["verdict"] == "unknown" and fake_cluster.writes() == []
+
+
+def test_unreachable_target_endpoint_is_one_clear_error(run_module, fake_cluster):
+    fake_cluster.routes["https://10.0.0.99:6443"] = {"/version": unreachable()}
+    for path in ("/api", "/apis", "/readyz"):
+        fake_cluster.routes["https://10.0.0.99:6443"][path] = unreachable()
+    failed, result = run_module(module, {**BASE_ARGS, "target_endpoint": "https://10.0.0.99:6443"})
+    assert failed and "10.0.0.99" in result["msg"] and "target_endpoint" in result["msg"]
