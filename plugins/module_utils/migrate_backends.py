@@ -127,6 +127,7 @@ class ClusterMigrator:
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
 STORAGE_STATE_PATH = "/apis/migration.k8s.io/v1alpha1/storagestates"
+NO_STORAGE_STATE_CRD = "skipped: the StorageState CRD is not installed (run storage_state with install_crd: true)"
 
 
 def describe_disagreement(resource: str, agreement, expected: Optional[str] = None) -> str:
@@ -174,10 +175,15 @@ def mark_migrated(client, resource: str, current_hash: str) -> str:
         from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io
     except ImportError:
         storage_state_io = None
-    if storage_state_io is not None and hasattr(storage_state_io, "mark_migrated"):
-        storage_state_io.mark_migrated(client, resource, current_hash)
-        return "updated"
-    return _mark_migrated_locally(client, resource, current_hash)
+    try:
+        if storage_state_io is not None and hasattr(storage_state_io, "mark_migrated"):
+            change = storage_state_io.mark_migrated(client, resource, current_hash)
+            return str(getattr(change, "action", None) or "updated")
+        return _mark_migrated_locally(client, resource, current_hash)
+    except ApiError as error:
+        if error.status == 404:
+            return NO_STORAGE_STATE_CRD
+        raise
 
 
 def _mark_migrated_locally(client, resource: str, current_hash: str) -> str:
@@ -201,7 +207,7 @@ def _mark_migrated_locally(client, resource: str, current_hash: str) -> str:
                 resource, group_resource.group, group_resource.resource, status))
         except ApiError as error:
             if error.status == 404:
-                return "skipped: the StorageState CRD is not installed (run storage_state with install_crd: true)"
+                return NO_STORAGE_STATE_CRD
             raise
     body = dict(existing)
     body["status"] = status

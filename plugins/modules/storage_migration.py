@@ -306,6 +306,16 @@ def _crd_errors(crd_obj: dict, value: list) -> list:
     return crds.stored_versions_errors(crds.crd_from_object(crd_obj), value)
 
 
+def _crd_object(cluster, name):
+    """The CRD named like the resource, read directly (None for a built-in): the guard compares it after."""
+    try:
+        return cluster.get(f"{backends.CRD_PATH}/{name}")
+    except ApiError as error:
+        if error.status == 404:
+            return None
+        raise
+
+
 def _observed(observation, name):
     for endpoint in observation.endpoints:
         if name in endpoint.resources:
@@ -384,9 +394,11 @@ def _migrate_one(mod, params, clients, cluster, profiles, observation, choice, n
     version = version or (observed.served_versions[0] if observed.served_versions else None)
     if not version:
         raise MigrationError(f"{name} has no served version to migrate through.", details={"resource": name})
-    crd_at_start = None
-    if name in observation.crds:
-        crd_at_start = cluster.get(f"{backends.CRD_PATH}/{name}")
+    crd_at_start = _crd_object(cluster, name) if (name in observation.crds or group_resource.group) else None
+    if crd_at_start is not None:
+        storage = [v.get("name") for v in (crd_at_start.get("spec") or {}).get("versions") or [] if v.get("storage")]
+        if storage and storage[0] in observed.served_versions:
+            version = storage[0]
     gate = backends.gate_for(clients, profiles, name, storage_hash, observe, compare)
     deadline = time.monotonic() + params["timeout"]
     if choice.backend == plan.CLIENT:
