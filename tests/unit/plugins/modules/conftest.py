@@ -25,9 +25,9 @@ except ImportError:  # ansible-core < 2.19
         return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
 
 
-HOST = "https://10.0.0.10:6443"
-ENDPOINTS = ["https://10.0.0.11:6443", "https://10.0.0.12:6443", "https://10.0.0.13:6443"]
-BASE_ARGS = {"host": HOST, "api_key": "secret-token", "validate_certs": False, "endpoints": ENDPOINTS}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from kube_module_args import ENDPOINTS, HOST  # noqa: E402
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from conftest import BASE_ARGS
+from kube_module_args import BASE_ARGS
 
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_state as module
 

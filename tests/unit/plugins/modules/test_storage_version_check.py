@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from conftest import BASE_ARGS, ENDPOINTS
 from kube_fakes import unreachable
+from kube_module_args import BASE_ARGS, ENDPOINTS
 
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_version_check as module
 

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from conftest import BASE_ARGS, ENDPOINTS, HOST
 from kube_fakes import recorded, recorded_route, unreachable
+from kube_module_args import BASE_ARGS, ENDPOINTS, HOST
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import observe
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_version_info as module
