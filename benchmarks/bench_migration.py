@@ -1,0 +1,192 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark the client-side migrator against a bare keep-alive HTTP loop, in the same run, same server.
+
+For each object count (``admin.seed("bulk:N")`` configmaps) and concurrency, three measurements run
+against one simulated apiserver, each in a fresh child process so peak memory is its own:
+  bare   urllib3 keep-alive pool: LIST limit=500 + PUT every object back, ``concurrency`` writers
+  put    ClientMigrator, full-object PUT
+  apply  ClientMigrator, minimal server-side apply patch (uid + resourceVersion preconditions)
+Reported: objects/s, peak RSS growth during the run (MiB), each as a ratio against ``bare``.
+
+    PYTHONPATH=collections:tests/simulator python benchmarks/bench_migration.py --counts 10000 100000
+Not a test: nothing is asserted.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "simulator"))
+sys.path.insert(0, os.path.join(REPO, "collections"))
+
+LIST_PATH = "/api/v1/namespaces/bulk/configmaps"
+
+
+def _rss_kib():
+    with open("/proc/self/statm") as handle:
+        return int(handle.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+
+
+class PeakRss:
+    """Samples RSS every 5 ms in a thread; reports the growth over the value at start."""
+
+    def __enter__(self):
+        self.start = _rss_kib()
+        self.peak = self.start
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self):
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, _rss_kib())
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, _rss_kib())
+
+    @property
+    def growth_mib(self):
+        return (self.peak - self.start) / 1024.0
+
+
+def bare_loop(state, concurrency):
+    """The baseline: what any client must at least do (LIST chunks, PUT each object back), nothing more."""
+    import urllib3
+
+    pool = urllib3.PoolManager(maxsize=concurrency + 2, block=True, retries=False, cert_reqs="CERT_REQUIRED",
+                               ca_certs=state["ca_file"])
+    base = state["endpoint"]
+    headers = {"Authorization": f"Bearer {state['token']}", "Accept": "application/json",
+               "Content-Type": "application/json"}
+    done = 0
+    token = None
+
+    def put(item):
+        meta = item["metadata"]
+        item["apiVersion"], item["kind"] = "v1", "ConfigMap"
+        body = json.dumps(item, separators=(",", ":")).encode()
+        response = pool.request("PUT", f"{base}/api/v1/namespaces/{meta['namespace']}/configmaps/{meta['name']}",
+                                body=body, headers=headers)
+        return response.status
+
+    with ThreadPoolExecutor(max_workers=concurrency) as writers:
+        while True:
+            url = f"{base}{LIST_PATH}?limit=500" + (f"&continue={token}" if token else "")
+            page = json.loads(pool.request("GET", url, headers=headers).data)
+            items = page.get("items") or []
+            if concurrency == 1:
+                statuses = [put(i) for i in items]
+            else:
+                statuses = list(writers.map(put, items))
+            done += sum(1 for s in statuses if s < 300 or s == 409)
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                break
+    return done
+
+
+def migrator(state, concurrency, method):
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils import client as client_mod
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client as mc
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+
+    settings = client_mod.ConnectionSettings.from_params({"host": state["endpoint"], "api_key": state["token"],
+                                                          "ca_cert": state["ca_file"]})
+    api = client_mod.ApiClient(settings, maxsize=concurrency + 2)
+
+    class Namespaced(mc.ResourceTarget):
+        @property
+        def list_path(self):
+            return LIST_PATH
+
+    target = Namespaced(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "bench")
+    progress = mc.ClientMigrator(api, target, chunk_size=500, concurrency=concurrency, write_method=method).run()
+    return progress.objects_migrated
+
+
+def child(args):
+    state = json.loads(args.child)
+    args.concurrency = args.concurrency[0]
+    import urllib3  # noqa: F401  (imports happen before the measurement: only the run's own memory counts)
+
+    if args.method != "bare":
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client  # noqa: F401
+    with PeakRss() as rss:
+        started = time.perf_counter()
+        if args.method == "bare":
+            count = bare_loop(state, args.concurrency)
+        else:
+            count = migrator(state, args.concurrency, args.method)
+        elapsed = time.perf_counter() - started
+    print(json.dumps({"objects": count, "seconds": elapsed, "rss_mib": rss.growth_mib}))
+
+
+def measure(state, method, concurrency):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(REPO, "collections"),
+                                                       os.path.join(REPO, "tests", "simulator")]))
+    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(state), "--method", method,
+                          "--concurrency", str(concurrency)], env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise RuntimeError(f"{method} at concurrency {concurrency} failed: {out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--counts", type=int, nargs="+", default=[10000, 100000])
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--methods", nargs="+", default=["bare", "put", "apply"])
+    parser.add_argument("--child")
+    parser.add_argument("--method")
+    args = parser.parse_args()
+    if args.child:
+        child(args)
+        return
+    from apisim.harness import ControlPlane
+
+    rows = []
+    for count in args.counts:
+        with tempfile.TemporaryDirectory() as workdir:
+            with ControlPlane(workdir, apiservers=1, tls=True) as plane:
+                plane.admin.seed(f"bulk:{count}")
+                state = {"endpoint": plane.endpoints[0], "token": plane.token, "ca_file": plane.ca_file}
+                for concurrency in args.concurrency:
+                    results = {m: measure(state, m, concurrency) for m in args.methods}
+                    base = results.get("bare")
+                    for method, r in results.items():
+                        rate = r["objects"] / r["seconds"] if r["seconds"] else 0.0
+                        base_rate = base["objects"] / base["seconds"] if base else None
+                        rows.append((count, concurrency, method, r["objects"], rate,
+                                     rate / base_rate if base_rate else None, r["rss_mib"],
+                                     r["rss_mib"] / base["rss_mib"] if base and base["rss_mib"] > 0 else None))
+                        print(_row(rows[-1]), flush=True)
+    print()
+    print("| objects | concurrency | method | migrated | objects/s | × bare | peak RSS growth MiB | × bare |")
+    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        print(_row(row))
+
+
+def fmt(value, pattern):
+    return pattern.format(value) if value is not None else "-"
+
+
+def _row(row):
+    count, concurrency, method, objects, rate, ratio, rss, rss_ratio = row
+    return (f"| {count} | {concurrency} | {method} | {objects} | {rate:.0f} | {fmt(ratio, '{:.2f}')} | "
+            f"{rss:.1f} | {fmt(rss_ratio, '{:.2f}')} |")
+
+
+if __name__ == "__main__":
+    main()
