@@ -1,0 +1,101 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""storage_migration: argument errors, check mode, idempotence, the pre-start gate; fake apiservers."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+from kube_fakes import recorded, recorded_route, unreachable
+from kube_module_args import BASE_ARGS, ENDPOINTS, HOST
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import observe
+from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration as module
+
+
+def with_records(cluster, storage_states=True):
+    crd = recorded("crd/09-get-crd-storedVersions-v1alpha1-v1.json")["body"]
+    cluster.routes[HOST][observe.CRD_PATH] = (200, {"items": [crd], "metadata": {}})
+    if storage_states:
+        cluster.routes[HOST][observe.STORAGE_STATE_PATH] = recorded_route(
+            "svm-sigs/07-list-storagestates-after-trigger-initial-cycle.json")
+
+
+@pytest.mark.parametrize("args,needle", [
+    ({}, "Set 'resources'"),
+    ({"select": "from_check", "resources": ["configmaps"], "target_release": "1.33"}, "mutually exclusive"),
+    ({"select": "from_check"}, "needs 'target_release'"),
+    ({"resources": ["configmaps"], "concurrency": 0}, "'concurrency' must be at least 1"),
+    ({"resources": ["configmaps"], "chunk_size": 0}, "'chunk_size' must be at least 1"),
+    ({"resources": ["configmaps"], "qps": -1}, "'qps' must not be negative"),
+    ({"resources": ["configmaps"], "stall_timeout": -5}, "'stall_timeout' must not be negative"),
+    ({"resources": ["configmaps"], "timeout": 0}, "'timeout' must be at least 1"),
+    ({"resources": [" "]}, "non-empty string"),
+    ({"resources": ["configmaps"], "backend": "magic"}, "backend"),
+])
+def test_argument_errors_fail_before_any_request(run_module, fake_cluster, args, needle):
+    failed, result = run_module(module, {**BASE_ARGS, **args})
+    assert failed and needle in result["msg"]
+    assert fake_cluster.writes() == []
+
+
+def test_check_mode_reports_backend_and_writes_nothing(run_module, fake_cluster):
+    with_records(fake_cluster, storage_states=False)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["secrets", "deployments.apps"]}, check_mode=True)
+    assert not failed and result["changed"] is True
+    assert [m["resource"] for m in result["migrations"]] == ["secrets", "deployments.apps"]
+    assert {m["status"] for m in result["migrations"]} == {"would_migrate"}
+    assert result["backend"]["backend"] == "intree"
+    assert result["backend"]["api_version"] == "storagemigration.k8s.io/v1alpha1"  # the recorded 1.32 serves v1alpha1
+    assert result["migrations"][1]["storage_hash"] == "8aSe+NMegvE="
+    assert fake_cluster.writes() == []
+
+
+@pytest.mark.parametrize("backend,expected", [("client", "client"), ("auto", "intree"), ("intree", "intree")])
+def test_check_mode_backend_choice(run_module, fake_cluster, backend, expected):
+    with_records(fake_cluster, storage_states=False)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["secrets"], "backend": backend}, check_mode=True)
+    assert not failed and result["migrations"][0]["backend"] == expected
+
+
+def test_forced_backend_the_cluster_does_not_serve_fails(run_module, fake_cluster):
+    with_records(fake_cluster, storage_states=False)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["secrets"], "backend": "sigs"}, check_mode=True)
+    assert failed and "backend=sigs" in result["msg"] and "backend=client" in result["msg"]
+
+
+def test_already_migrated_resources_are_skipped_unchanged(run_module, fake_cluster):
+    with_records(fake_cluster)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["configmaps"]})
+    assert not failed and result["changed"] is False
+    assert result["skipped"][0]["resource"] == "configmaps" and "qFsyl6wFWjQ=" in result["skipped"][0]["reason"]
+    assert fake_cluster.writes() == []
+
+
+def test_gate_refuses_to_start_when_endpoints_disagree(run_module, fake_cluster):
+    with_records(fake_cluster, storage_states=False)
+    doc = copy.deepcopy(recorded("discovery/apis-apps_v1-legacy.json")["body"])
+    for item in doc["resources"]:
+        if item["name"] == "deployments":
+            item["storageVersionHash"] = "zzzzzzzzzzz="
+    fake_cluster.routes[ENDPOINTS[2]]["/apis/apps/v1"] = (200, doc)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployments.apps"], "backend": "client"})
+    assert failed and "do not agree" in result["msg"]
+    assert f"{ENDPOINTS[2]}=zzzzzzzzzzz=" in result["msg"] and f"{ENDPOINTS[0]}=8aSe+NMegvE=" in result["msg"]
+    assert fake_cluster.writes() == []
+
+
+def test_gate_refuses_to_start_when_an_endpoint_is_unreachable(run_module, fake_cluster):
+    with_records(fake_cluster, storage_states=False)
+    fake_cluster.routes[ENDPOINTS[1]]["/version"] = unreachable()
+    fake_cluster.routes[ENDPOINTS[1]]["/api"] = unreachable()
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["secrets"], "backend": "client"})
+    assert failed and "unreachable" in result["msg"] and ENDPOINTS[1] in result["msg"]
+    assert fake_cluster.writes() == []
+
+
+def test_from_check_without_a_known_release_fails_clearly(run_module, fake_cluster):
+    with_records(fake_cluster, storage_states=False)
+    failed, result = run_module(module, {**BASE_ARGS, "select": "from_check", "target_release": "0.1"},
+                                check_mode=True)
+    assert failed and "no release profile" in result["msg"]
