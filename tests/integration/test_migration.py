@@ -281,3 +281,16 @@ def test_gate_stops_a_running_migration_when_an_endpoint_is_switched_back(contro
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))
+
+
+@pytest.mark.parametrize("backend,needle", [("sigs", "retries a failing LIST forever"), ("intree", "cannot decode")])
+def test_stuck_cluster_migration_on_undecodable_object_is_stopped_with_a_reason(plane, capsys, backend, needle):
+    if backend == "sigs":
+        _install_crd(plane, "storage_migration_crd.json")
+    plane.admin.put_raw("configmaps", "demo", "victim", "v9", {"data": {"k": "v"}})
+    started = time.monotonic()
+    failed, result = run(plane, capsys, resources=["configmaps"], backend=backend, stall_timeout=3, timeout=60)
+    assert failed and "stalled" in result["msg"] and needle in result["msg"], result["msg"]
+    assert time.monotonic() - started < 30  # the stall is noticed long before the timeout
+    group = "migration.k8s.io" if backend == "sigs" else "storagemigration.k8s.io"
+    assert plane.admin.stored_objects(f"storageversionmigrations.{group}") == []  # the stuck object was deleted
