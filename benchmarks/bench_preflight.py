@@ -67,7 +67,7 @@ def main():
         preflight(plane, profiles)  # warm up (TLS sessions, imports)
 
         times, judge_times, requests = [], [], None
-        for _ in range(ROUNDS):
+        for _unused in range(ROUNDS):
             plane.admin.reset_stats()
             start = time.perf_counter()
             observation, judgement = preflight(plane, profiles)
@@ -77,7 +77,7 @@ def main():
             verdicts.judge(observation, verdicts.Target(release=profiles.get("1.37")), profiles)
             judge_times.append(time.perf_counter() - start)
         naive_times, naive_requests = [], None
-        for _ in range(ROUNDS):
+        for _unused in range(ROUNDS):
             plane.admin.reset_stats()
             start = time.perf_counter()
             naive(plane)

@@ -98,7 +98,7 @@ def _flatten(obj, where: str) -> list:
     if isinstance(obj, dict) and str(obj.get("kind", "")).endswith("List") and isinstance(obj.get("items"), list):
         flat = []
         for index, inner in enumerate(obj["items"]):
-            flat.extend((f"{where} items[{index}]", o) for _, o in _flatten(inner, f"{where} items[{index}]"))
+            flat.extend((f"{where} items[{index}]", o) for _unused, o in _flatten(inner, f"{where} items[{index}]"))
         return flat
     return [(where, obj)]
 

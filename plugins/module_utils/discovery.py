@@ -60,7 +60,7 @@ def _group_version_of(path: str, doc: dict) -> Tuple[str, str]:
     if not group_version:
         parts = path.strip("/").split("/")
         group_version = parts[1] if parts[0] == "api" else "/".join(parts[1:3])
-    group, _, version = group_version.rpartition("/")
+    group, _unused, version = group_version.rpartition("/")
     return group, version
 
 

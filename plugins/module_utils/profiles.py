@@ -231,7 +231,7 @@ class ProfileSet:
 
 def _name_from_key(key: str) -> str:
     """``apps/deployments`` -> ``deployments.apps``; ``/pods`` -> ``pods``."""
-    group, _, resource = key.partition("/")
+    group, _unused, resource = key.partition("/")
     return GroupResource(group=group, resource=resource).name
 
 

@@ -51,7 +51,7 @@ def _decode(payload):
 
 def same_status(actual, fixture):
     """Status code and Status body (reason, message, details) as recorded."""
-    status, _, body = actual
+    status, _unused, body = actual
     assert status == fixture["status"]
     expected = fixture["body"]
     if isinstance(expected, str):
@@ -100,7 +100,7 @@ def test_discovery_matches_recorded_hashes(api):
                  "discovery/apis-events.k8s.io_v1-legacy.json", "discovery/apis-apiextensions.k8s.io_v1-legacy.json",
                  "discovery/apis-storagemigration.k8s.io_v1alpha1-legacy.json"):
         fixture = recorded(name)
-        status, _, body = api("GET", fixture["request"]["path"])
+        status, _unused, body = api("GET", fixture["request"]["path"])
         assert status == 200
         ours = {r["name"]: r.get("storageVersionHash") for r in body["resources"]}
         for resource in fixture["body"]["resources"]:
@@ -154,14 +154,14 @@ def test_update_noop_and_merge_patch(api):
     cm = api("GET", "/api/v1/namespaces/crud/configmaps/cm-1")[2]
     again = api("PUT", "/api/v1/namespaces/crud/configmaps/cm-1", cm)[2]
     assert again["metadata"]["resourceVersion"] == cm["metadata"]["resourceVersion"]
-    status, _, patched = api("PATCH", "/api/v1/namespaces/crud/configmaps/cm-1", {"data": {"patched": "yes"}},
+    status, _unused, patched = api("PATCH", "/api/v1/namespaces/crud/configmaps/cm-1", {"data": {"patched": "yes"}},
                              content_type="application/merge-patch+json")
     assert status == 200 and patched["data"] == {"k": "v", "patched": "yes"}
     assert int(patched["metadata"]["resourceVersion"]) > int(cm["metadata"]["resourceVersion"])
 
 
 def test_chunked_list_expiry_and_fallback_token(plane, api):
-    status, _, first = api("GET", "/api/v1/namespaces/crud/configmaps?limit=2")
+    status, _unused, first = api("GET", "/api/v1/namespaces/crud/configmaps?limit=2")
     assert status == 200 and first["metadata"]["remainingItemCount"] == 2
     token = first["metadata"]["continue"]
     decoded = json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
@@ -172,7 +172,7 @@ def test_chunked_list_expiry_and_fallback_token(plane, api):
     same_status(actual, fixture)
     assert actual[2]["metadata"]["continue"] == fixture["body"]["metadata"]["continue"]
     fallback = fixture["body"]["metadata"]["continue"]
-    status, _, rest = api("GET", f"/api/v1/namespaces/crud/configmaps?limit=2&continue={fallback}")
+    status, _unused, rest = api("GET", f"/api/v1/namespaces/crud/configmaps?limit=2&continue={fallback}")
     assert status == 200 and [i["metadata"]["name"] for i in rest["items"]] == ["cm-2", "cm-3"]
 
 
@@ -197,13 +197,13 @@ def test_undecodable_objects_fail_reads_lists_and_writes(plane, api):
 def test_crd_stored_versions_rules(api):
     crd = recorded("crd/02-create-crd-201.json")["request"]["body"]
     crd = json.loads(json.dumps(crd).replace("example.com", "example.org"))
-    status, _, created = api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    status, _unused, created = api("POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
     assert status == 201 and created["status"]["storedVersions"] == ["v1alpha1"]
     assert [c["type"] for c in created["status"]["conditions"]] == ["NamesAccepted", "Established"]
     path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.org"
     for version in created["spec"]["versions"]:
         version["storage"] = version["name"] == "v1"
-    status, _, switched = api("PUT", path, created)
+    status, _unused, switched = api("PUT", path, created)
     assert status == 200 and switched["status"]["storedVersions"] == ["v1alpha1", "v1"]
     dropped = json.loads(json.dumps(switched))
     dropped["spec"]["versions"] = [v for v in dropped["spec"]["versions"] if v["name"] == "v1"]
@@ -211,9 +211,9 @@ def test_crd_stored_versions_rules(api):
     expected = json.loads(json.dumps(fixture).replace("example.com", "example.org"))
     same_status(api("PUT", path, dropped), expected)
     emptied = dict(switched, status=dict(switched["status"], storedVersions=[]))
-    status, _, result = api("PUT", path + "/status", emptied)
+    status, _unused, result = api("PUT", path + "/status", emptied)
     assert status == 200 and result["status"]["storedVersions"] == ["v1"]
-    status, _, body = api("GET", "/apis/example.org/v1alpha1")
+    status, _unused, body = api("GET", "/apis/example.org/v1alpha1")
     assert body["resources"][0]["storageVersionHash"] == storage_version_hash("example.org", "v1", "Widget")
 
 
@@ -245,7 +245,7 @@ def test_intree_migration_rewrites_objects(plane, api):
 
 def test_intree_migration_fails_on_denied_update(plane, api):
     fault = plane.admin.fault("deny_update", resource="deployments.apps", namespace="demo", name="web")
-    status, _, body = api("PATCH", "/apis/apps/v1/namespaces/demo/deployments/web",
+    status, _unused, body = api("PATCH", "/apis/apps/v1/namespaces/demo/deployments/web",
                           {"metadata": {"labels": {"a": "b"}}}, content_type="application/merge-patch+json")
     assert status == 422 and body["reason"] == "Invalid"
     assert "is forbidden: ValidatingAdmissionPolicy" in body["message"]
@@ -275,7 +275,7 @@ def test_sigs_migrator(plane, api):
 
 
 def test_storage_versions_leases_release_switch_and_faults(plane, api):
-    status, _, leases = api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+    status, _unused, leases = api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
                                    "?labelSelector=apiserver.kubernetes.io/identity%3Dkube-apiserver")
     assert status == 200 and len(leases["items"]) == 2
     sv = api("GET", "/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/core.configmaps")[2]

@@ -44,8 +44,8 @@ def main(argv=None):
     except (ValueError, IndexError) as exc:
         parser.error(str(exc))
     done = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    signal.signal(signal.SIGINT, lambda *_: done.set())
+    signal.signal(signal.SIGTERM, lambda *_unused: done.set())
+    signal.signal(signal.SIGINT, lambda *_unused: done.set())
     plane.start(args.seed)
     print(os.path.join(os.path.abspath(args.state_dir), "control-plane.json"), flush=True)
     done.wait()

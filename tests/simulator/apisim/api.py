@@ -67,7 +67,7 @@ class ResourceType:
     def decode_error(self, encoded):
         """The message the real apiserver gives when it cannot decode an object encoded as ``encoded``."""
         if self.custom is not None:
-            group, _, version = encoded.rpartition("/")
+            group, _unused, version = encoded.rpartition("/")
             if group != self.custom.group or version not in self.custom.versions:
                 return f"request to convert CR from an invalid group/version: {encoded}"
             return None
@@ -361,7 +361,7 @@ class Api:
             items = []
             last = None
             more = False
-            for key, entry, _ in bucket.scan(namespace, start):
+            for key, entry, _unused in bucket.scan(namespace, start):
                 if limit and len(items) >= limit:
                     more = True
                     break
@@ -571,8 +571,8 @@ def _validate_svm(rtype, obj):
     if causes:
         error = errors.invalid(SVM_GROUP, rtype.kind, obj["metadata"]["name"], causes)
         if len(causes) > 1:
-            head, _, _ = error.body["message"].partition(": ")
-            error.body["message"] = head + ": [" + ", ".join(f"{f}: {m}" for f, _, m in causes) + "]"
+            head, _unused, _unused = error.body["message"].partition(": ")
+            error.body["message"] = head + ": [" + ", ".join(f"{f}: {m}" for f, _unused, m in causes) + "]"
         raise error
 
 

@@ -217,7 +217,7 @@ class Controllers:
         """PUT an object back as listed; on 409 re-read and retry; 404 means it is gone. False: retry later."""
         meta = item["metadata"]
         namespace = meta.get("namespace")
-        for _ in range(5):
+        for _unused in range(5):
             try:
                 api.update(target, namespace, meta["name"], item)
                 return True

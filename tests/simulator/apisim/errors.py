@@ -68,7 +68,7 @@ def conflict(group, resource, name, why="the object has been modified; please ap
 
 def invalid(group, kind, name, causes):
     """422 Invalid; ``causes`` is a list of (field, reason, message-without-field)."""
-    joined = ", ".join(f"{field}: {message}" for field, _, message in causes)
+    joined = ", ".join(f"{field}: {message}" for field, _unused, message in causes)
     prefix = f"{kind}.{group}" if group else kind
     details = {"name": name, "group": group, "kind": kind,
                "causes": [{"reason": reason, "message": message, "field": field} for field, reason, message in causes]}

@@ -107,7 +107,7 @@ class BuiltinResource:
 
     def can_decode(self, encoded_api_version):
         """Whether an object encoded as ``encoded_api_version`` can be read by this release."""
-        group, _, version = encoded_api_version.rpartition("/")
+        group, _unused, version = encoded_api_version.rpartition("/")
         return group in (self.storage_group, self.group) and version in self.decodable
 
 
@@ -131,7 +131,7 @@ def builtin_resources(release):
         raise ValueError(f"unknown release {release!r}; known: {', '.join(release_data())}")
     result = {}
     for key, info in data["resources"].items():
-        group, _, resource = key.partition("/")
+        group, _unused, resource = key.partition("/")
         namespaced = key not in CLUSTER_SCOPED and group not in CLUSTER_SCOPED_GROUPS
         result[(group, resource)] = BuiltinResource(
             group=group, resource=resource, kind=info["kind"], storage=info["storage"],

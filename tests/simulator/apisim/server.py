@@ -242,7 +242,7 @@ class FrontProxy:
     def _accept(self):
         while not self._stopped:
             try:
-                client, _ = self.sock.accept()
+                client, _unused = self.sock.accept()
             except OSError:
                 return
             threading.Thread(target=self._connect, args=(client,), daemon=True).start()
@@ -311,7 +311,7 @@ class _AdminHandler(http.server.BaseHTTPRequestHandler):
 
 
 def _kubectl_name(name):
-    resource, _, group = name.partition(".")
+    resource, _unused, group = name.partition(".")
     return group, resource
 
 

@@ -97,7 +97,7 @@ class Store:
             return entry
 
     def entries(self, bucket, namespace=None):
-        return [entry for _, entry, _ in self.buckets[bucket].scan(namespace, "")]
+        return [entry for _unused, entry, _unused in self.buckets[bucket].scan(namespace, "")]
 
     def compact(self):
         """Expire every resourceVersion issued so far (admin compaction)."""

@@ -44,7 +44,7 @@ def test_group_versions_cover_every_recorded_document():
     found = discovery.group_versions(body("discovery/api-legacy.json"), body("discovery/apis-legacy.json"))
     assert ("", "v1", "/api/v1") in found
     assert ("autoscaling", "v2", "/apis/autoscaling/v2") in found and ("autoscaling", "v1", "/apis/autoscaling/v1") in found
-    assert {path for _, _, path in found} == set(legacy_resource_lists())
+    assert {path for _unused, _unused, path in found} == set(legacy_resource_lists())
 
 
 @pytest.mark.parametrize("relative", ["discovery/apis-aggregated-v2.json", "discovery/api-aggregated-v2.json",

@@ -108,7 +108,7 @@ def test_storage_versions_are_not_listed_when_not_served():
 
 
 def test_cluster_reads_default_to_the_first_reachable_endpoint():
-    clients, _ = make_clients({0: {"/version": unreachable()}}, cluster=False)
+    clients, _unused = make_clients({0: {"/version": unreachable()}}, cluster=False)
     for client in clients:
         client.routes.update(cluster_routes())
     obs = observe.observe(clients, PROFILES, sleep=no_sleep)

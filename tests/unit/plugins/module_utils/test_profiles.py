@@ -14,7 +14,7 @@ UPSTREAM_RELEASES = sorted((k for k in UPSTREAM if not k.startswith("_")), key=l
 
 
 def _name(key):
-    group, _, resource = key.partition("/")
+    group, _unused, resource = key.partition("/")
     return f"{resource}.{group}" if group else resource
 
 

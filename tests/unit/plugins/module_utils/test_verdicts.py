@@ -86,7 +86,7 @@ def real_cluster(with_records=True):
 
 
 def _key(name):
-    resource, _, group = name.partition(".")
+    resource, _unused, group = name.partition(".")
     return f"{group}/{resource}"
 
 
@@ -197,7 +197,7 @@ def _removed_case():
         for key in UPSTREAM["_removed_resources"].get(target, []):
             older = [r for r in RELEASES if key in UPSTREAM[r]]
             if older:
-                group, _, resource = key.partition("/")
+                group, _unused, resource = key.partition("/")
                 return f"{resource}.{group}" if group else resource, older[-1], target
     raise AssertionError("the release data lists no removed resource")
 
