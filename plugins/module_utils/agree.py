@@ -108,4 +108,3 @@ def last_agreement_fields(agreement) -> dict:
         "unready": list(agreement.unready),
         "unreachable": list(agreement.unreachable),
     }
-

@@ -321,4 +321,3 @@ def lease_from_object(obj: dict) -> IdentityLease:
     return IdentityLease(name=metadata.get("name", ""), holder_identity=spec.get("holderIdentity"),
                          hostname=(metadata.get("labels") or {}).get("kubernetes.io/hostname"),
                          renew_time=spec.get("renewTime"))
-

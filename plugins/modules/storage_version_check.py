@@ -192,6 +192,8 @@ endpoints:
 
 import os  # noqa: E402
 
+from ansible.module_utils.common.validation import check_type_path  # noqa: E402
+
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds, verdicts  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, ManifestError  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
@@ -225,7 +227,7 @@ def load_target_crds(items) -> dict:
     loaded = []
     for index, item in enumerate(items or []):
         if isinstance(item, str) and not _looks_inline(item):
-            path = os.path.expanduser(item)
+            path = check_type_path(item)  # the same ~ and $VAR expansion as an option of type path
             if os.path.isdir(path):
                 files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(_MANIFEST_SUFFIXES))
                 if not files:

@@ -227,11 +227,23 @@ def _wait(condition, timeout=10.0):
     raise AssertionError("timed out")
 
 
+def _finished_status(api, path):
+    """An in-tree migration's status once it has its two final conditions, else None."""
+    status = api("GET", path)[2]["status"]
+    return status if len(status.get("conditions", [])) == 2 else None
+
+
+def _settled_conditions(api, path):
+    """A sigs migration's conditions once they are no longer Running, else None."""
+    conditions = api("GET", path)[2].get("status", {}).get("conditions")
+    return conditions if conditions and conditions[0]["type"] != "Running" else None
+
+
 def test_intree_migration_rewrites_objects(plane, api):
     body = recorded("svm-intree/01-create-svm-widgets-201.json")["request"]["body"]
     assert api("POST", "/apis/storagemigration.k8s.io/v1alpha1/storageversionmigrations", body)[0] == 201
     path = "/apis/storagemigration.k8s.io/v1alpha1/storageversionmigrations/widgets-migration"
-    final = _wait(lambda: (lambda s: s if len(s.get("conditions", [])) == 2 else None)(api("GET", path)[2]["status"]))
+    final = _wait(lambda: _finished_status(api, path))
     expected = recorded("svm-intree/02-svm-widgets-get-02.json")["body"]["status"]
     assert [(c["type"], c["status"], c["reason"]) for c in final["conditions"]] == [
         (c["type"], c["status"], c["reason"]) for c in expected["conditions"]]
@@ -246,13 +258,13 @@ def test_intree_migration_rewrites_objects(plane, api):
 def test_intree_migration_fails_on_denied_update(plane, api):
     fault = plane.admin.fault("deny_update", resource="deployments.apps", namespace="demo", name="web")
     status, _unused, body = api("PATCH", "/apis/apps/v1/namespaces/demo/deployments/web",
-                          {"metadata": {"labels": {"a": "b"}}}, content_type="application/merge-patch+json")
+                                {"metadata": {"labels": {"a": "b"}}}, content_type="application/merge-patch+json")
     assert status == 422 and body["reason"] == "Invalid"
     assert "is forbidden: ValidatingAdmissionPolicy" in body["message"]
     api("POST", "/apis/storagemigration.k8s.io/v1alpha1/storageversionmigrations", {"metadata": {"name": "deploy"},
         "spec": {"resource": {"group": "apps", "version": "v1", "resource": "deployments"}}})
     path = "/apis/storagemigration.k8s.io/v1alpha1/storageversionmigrations/deploy"
-    final = _wait(lambda: (lambda s: s if len(s.get("conditions", [])) == 2 else None)(api("GET", path)[2]["status"]))
+    final = _wait(lambda: _finished_status(api, path))
     assert final["conditions"][1]["message"] == "migration encountered unhandled error"
     assert fault
     plane.admin.clear_faults()
@@ -267,8 +279,7 @@ def test_sigs_migrator(plane, api):
         api("POST", base, {"apiVersion": "migration.k8s.io/v1alpha1", "kind": "StorageVersionMigration",
                            "metadata": {"name": name}, "spec": {"resource": {"group": "", "version": "v1",
                                                                              "resource": resource}}})
-    done = _wait(lambda: (lambda c: c if c and c[0]["type"] != "Running" else None)(
-        api("GET", base + "/bogus")[2].get("status", {}).get("conditions")))
+    done = _wait(lambda: _settled_conditions(api, base + "/bogus"))
     assert done == [dict(recorded("svm-sigs/05-migration-nonexistent-get-02.json")["body"]["status"]["conditions"][0],
                          lastUpdateTime=done[0]["lastUpdateTime"])]
     _wait(lambda: api("GET", base + "/cms")[2].get("status", {}).get("conditions", [{}])[0].get("type") == "Succeeded")
@@ -276,7 +287,7 @@ def test_sigs_migrator(plane, api):
 
 def test_storage_versions_leases_release_switch_and_faults(plane, api):
     status, _unused, leases = api("GET", "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
-                                   "?labelSelector=apiserver.kubernetes.io/identity%3Dkube-apiserver")
+                                  "?labelSelector=apiserver.kubernetes.io/identity%3Dkube-apiserver")
     assert status == 200 and len(leases["items"]) == 2
     sv = api("GET", "/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/core.configmaps")[2]
     assert sv["status"]["commonEncodingVersion"] == "v1" and len(sv["status"]["storageVersions"]) == 2
