@@ -47,6 +47,9 @@ FAST = {
     "kubeupgrade_agreement_attempts": 2,
     "kubeupgrade_wait_retries": 10,
     "kubeupgrade_wait_delay": 1,
+    # The in-tree backend of the simulator fails some resources ("resource not found"): use the
+    # client-side migrator, which works on any cluster.
+    "kubeupgrade_migrate_backend": "client",
 }
 
 
