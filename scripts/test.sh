@@ -42,7 +42,7 @@ step_sanity() {
 
 step_docs() {
     ansible-galaxy collection build --force --output-path "$WORK/dist" . >/dev/null || return 1
-    ansible-galaxy collection install --offline --force -p "$WORK/installed" "$WORK"/dist/*.tar.gz >/dev/null || return 1
+    ANSIBLE_COLLECTIONS_PATH="$WORK/installed" ansible-galaxy collection install --offline --force -p "$WORK/installed" "$WORK"/dist/*.tar.gz >/dev/null || return 1
     local path="$WORK/installed" failed=0 name count=0
     for module in plugins/modules/*.py; do
         name=$(basename "$module" .py)
@@ -50,14 +50,15 @@ step_docs() {
             && grep -q "^> MODULE kubeupgrade.storage.$name" "$WORK/doc.txt" || { echo "docs: module $name does not render:"; cat "$WORK/doc.txt"; failed=1; }
         count=$((count + 1))
     done
-    for name in $(python - <<'PYEOF'
-import importlib.util, pathlib
+    local filters
+    filters=$(PYTHONPATH="$path" python - <<'PYEOF'
+import importlib, pathlib
 for path in sorted(pathlib.Path("plugins/filter").glob("*.py")):
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    mod = importlib.util.module_from_spec(spec); spec.loader.exec_module(mod)
+    mod = importlib.import_module(f"ansible_collections.kubeupgrade.storage.plugins.filter.{path.stem}")
     print("\n".join(sorted(mod.FilterModule().filters())))
 PYEOF
-    ); do
+    ) || { echo "docs: cannot list the filter plugins"; return 1; }
+    for name in $filters; do
         ANSIBLE_COLLECTIONS_PATH="$path" ansible-doc -t filter "kubeupgrade.storage.$name" > "$WORK/doc.txt" 2>&1 \
             && grep -q "kubeupgrade.storage.$name" "$WORK/doc.txt" && ! grep -q "WARNING" "$WORK/doc.txt" \
             || { echo "docs: filter $name does not render:"; cat "$WORK/doc.txt"; failed=1; }
