@@ -106,5 +106,5 @@ def last_agreement_fields(agreement) -> dict:
         "hashes": agreement.hashes,
         "disagreeing": [{"resource": n, "endpoints": (agreement.hashes or {}).get(n, {})} for n in disagreeing_names(agreement)],
         "unready": list(agreement.unready),
-        "unreachable": list(agreement.unreachable),
+        "unreachable_endpoints": list(agreement.unreachable),
     }

@@ -14,6 +14,8 @@ import time
 from typing import Callable, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import migration_plan as plan
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.crds import crd_from_object
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryPolicy, call_with_retries
@@ -126,7 +128,6 @@ class ClusterMigrator:
 # -- orchestration: selection, gate, backend, records, CRD storedVersions ----------------------------------------
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-STORAGE_STATE_PATH = "/apis/migration.k8s.io/v1alpha1/storagestates"
 NO_STORAGE_STATE_CRD = "skipped: the StorageState CRD is not installed (run storage_state with install_crd: true)"
 
 
@@ -170,52 +171,16 @@ def gate_for(clients, profiles, resource: str, expected_hash: str, observe_fn, c
 
 
 def mark_migrated(client, resource: str, current_hash: str) -> str:
-    """StorageState persisted := [current]: storage_state_io's when present, else a local equivalent."""
+    """StorageState persisted := [current]; without the StorageState CRD there is no record to update."""
     try:
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io
-    except ImportError:
-        storage_state_io = None
-    try:
-        if storage_state_io is not None and hasattr(storage_state_io, "mark_migrated"):
-            change = storage_state_io.mark_migrated(client, resource, current_hash)
-            return str(getattr(change, "action", None) or "updated")
-        return _mark_migrated_locally(client, resource, current_hash)
+        return storage_state_io.mark_migrated(client, resource, current_hash).action
     except ApiError as error:
         if error.status == 404:
             return NO_STORAGE_STATE_CRD
         raise
 
 
-def _mark_migrated_locally(client, resource: str, current_hash: str) -> str:
-    from datetime import datetime, timezone
-
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import records
-
-    group_resource = GroupResource.parse(resource)
-    path = f"{STORAGE_STATE_PATH}/{resource}"
-    try:
-        existing = client.get(path)
-    except ApiError as error:
-        if error.status != 404:
-            raise
-        existing = None
-    record = records.record_from_object(existing) if existing else None
-    status = records.migrated_status(record, current_hash, datetime.now(timezone.utc))
-    if existing is None:
-        try:
-            existing = client.post(STORAGE_STATE_PATH, records.storage_state_object(
-                resource, group_resource.group, group_resource.resource, status))
-        except ApiError as error:
-            if error.status == 404:
-                return NO_STORAGE_STATE_CRD
-            raise
-    body = dict(existing)
-    body["status"] = status
-    client.put(f"{path}/status", body)
-    return "updated"
-
-
-def prune_stored_versions(client, crd_at_start: dict, check_errors=None) -> Optional[list]:
+def prune_stored_versions(client, crd_at_start: dict) -> Optional[list]:
     """CRD ``status.storedVersions := [storage version]`` via ``/status``, guarded like cmctl.
 
     Returns the value written, or None when nothing had to change. Raises ``MigrationError`` when the CRD
@@ -223,15 +188,10 @@ def prune_stored_versions(client, crd_at_start: dict, check_errors=None) -> Opti
     """
     name = (crd_at_start.get("metadata") or {}).get("name")
     crd_now = client.get(f"{CRD_PATH}/{name}")
-    value, why = plan.stored_versions_value(crd_at_start, crd_now)
+    value, why = plan.stored_versions_value(crd_from_object(crd_at_start), crd_from_object(crd_now))
     if why:
         raise MigrationError(f"Objects of {name} were migrated, but status.storedVersions was not pruned: {why}",
                              details={"resource": name})
-    if check_errors is not None:
-        problems = check_errors(crd_now, value)
-        if problems:
-            raise MigrationError(f"Refusing to write storedVersions {value} to CRD {name}: {'; '.join(problems)}",
-                                 details={"resource": name})
     if list((crd_now.get("status") or {}).get("storedVersions") or []) == value:
         return None
     body = dict(crd_now)

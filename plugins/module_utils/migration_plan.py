@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.crds import stored_versions_errors
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import ObservedCrd
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 INTREE = "intree"
@@ -80,6 +82,20 @@ def choose_backend(served: Dict[str, List[str]], requested: str = AUTO) -> Backe
     return BackendChoice(CLIENT, None, f"built-in client-side migrator ({reason})")
 
 
+# The kube-controller-manager's garbage collector ignores events, and the in-tree migrator walks the
+# garbage collector's cache: its migrations of these resources fail with "resource not found"
+# (recorded: svm-intree/17). They are migrated client-side instead.
+INTREE_UNSUPPORTED = frozenset({"events", "events.events.k8s.io"})
+
+
+def backend_for(choice: BackendChoice, resource: str, requested: str = AUTO) -> BackendChoice:
+    """The backend for one resource: the cluster-wide choice, unless the in-tree migrator cannot do it."""
+    if choice.backend == INTREE and resource in INTREE_UNSUPPORTED and requested == AUTO:
+        return BackendChoice(CLIENT, None, f"built-in client-side migrator (the in-tree migrator cannot migrate {resource}:"
+                                           " the garbage collector it relies on ignores events)")
+    return choice
+
+
 def served_migration_apis(discovery_docs: Dict[str, dict]) -> Dict[str, List[str]]:
     """``{group: [versions]}`` serving ``storageversionmigrations``, from legacy discovery documents keyed
     ``group/version`` (the StorageState CRD shares ``migration.k8s.io``, so the group alone proves nothing)."""
@@ -108,10 +124,16 @@ def already_migrated(record, current_hash: Optional[str]) -> bool:
     return persisted == [current_hash]
 
 
+def crd_needs_pruning(crd: Optional[ObservedCrd]) -> bool:
+    """A CRD whose ``status.storedVersions`` still lists more than its storage version."""
+    return crd is not None and bool(crd.storage_version) and list(crd.stored_versions) != [crd.storage_version]
+
+
 def select_resources(requested: Optional[List[str]], verdicts: Optional[List[dict]], records: Dict[str, object],
-                     current_hashes: Dict[str, Optional[str]]) -> Selection:
+                     current_hashes: Dict[str, Optional[str]], crds: Optional[Dict[str, ObservedCrd]] = None) -> Selection:
     """Resources to migrate: the explicit list, or every verdict ``needs_migration``/``unknown``;
-    minus those whose StorageState already says ``persisted == [current]`` (idempotence)."""
+    minus those whose StorageState already says ``persisted == [current]`` and, for a CRD, whose
+    ``storedVersions`` is already pruned (idempotence)."""
     result = Selection()
     if requested:
         candidates = []
@@ -130,7 +152,7 @@ def select_resources(requested: Optional[List[str]], verdicts: Optional[List[dic
                 result.skipped.append({"resource": name, "reason": f"pre-flight verdict is {verdict.get('verdict')}"})
     for name in candidates:
         current = current_hashes.get(name)
-        if already_migrated(records.get(name), current):
+        if already_migrated(records.get(name), current) and not crd_needs_pruning((crds or {}).get(name)):
             result.skipped.append({"resource": name,
                                    "reason": f"StorageState says every object is stored as {current} already"})
         else:
@@ -246,68 +268,25 @@ class StallDetector:
 
 # -- CRD status.storedVersions ---------------------------------------------------------------------------------
 
-def _crd_field(crd, name):
-    if isinstance(crd, dict):
-        return crd.get(name)
-    return getattr(crd, name, None)
-
-
-def _storage_version_of(crd) -> Optional[str]:
-    if isinstance(crd, dict):
-        storage = [v.get("name") for v in (crd.get("spec") or {}).get("versions") or [] if v.get("storage")]
-        return storage[0] if len(storage) == 1 else None
-    return getattr(crd, "storage_version", None)
-
-
-def _generation_of(crd) -> Optional[int]:
-    if isinstance(crd, dict):
-        return (crd.get("metadata") or {}).get("generation")
-    return _crd_field(crd, "generation")
-
-
-def _version_names(crd) -> List[str]:
-    if isinstance(crd, dict):
-        return [v.get("name") for v in (crd.get("spec") or {}).get("versions") or []]
-    return list(getattr(crd, "version_names", []) or [])
-
-
-def stored_versions_value(crd_at_start, crd_now) -> Tuple[Optional[List[str]], Optional[str]]:
+def stored_versions_value(crd_at_start: ObservedCrd, crd_now: ObservedCrd) -> Tuple[Optional[List[str]], Optional[str]]:
     """The ``status.storedVersions`` to write after a successful migration, or why not to write it.
 
     cmctl's guard: only when the CRD's storage version and generation are what they were when the
-    migration started; a CRD changed meanwhile may have objects stored in another version.
+    migration started; a CRD changed meanwhile may have objects stored in another version. The value
+    is checked with the apiserver's own rules because the real ``/status`` endpoint does not check it.
     """
-    if isinstance(crd_now, dict):
-        name = (crd_now.get("metadata") or {}).get("name")
-    else:
-        name = _crd_field(crd_now, "name")
-    start_version, now_version = _storage_version_of(crd_at_start), _storage_version_of(crd_now)
+    name = crd_now.name
+    start_version, now_version = crd_at_start.storage_version, crd_now.storage_version
     if not now_version:
         return None, f"CRD {name} has no single storage version; storedVersions left unchanged"
     if start_version != now_version:
         return None, (f"CRD {name} changed its storage version from {start_version} to {now_version} during the "
                       "migration; objects may be stored in both. Run the migration again.")
-    if _generation_of(crd_at_start) != _generation_of(crd_now):
-        return None, (f"CRD {name} changed (generation {_generation_of(crd_at_start)} -> {_generation_of(crd_now)}) "
+    if crd_at_start.generation != crd_now.generation:
+        return None, (f"CRD {name} changed (generation {crd_at_start.generation} -> {crd_now.generation}) "
                       "during the migration; storedVersions left unchanged. Run the migration again.")
     value = [now_version]
-    errors = local_stored_versions_errors(_version_names(crd_now), now_version, value)
-    if errors:
-        return None, f"CRD {name}: refusing to write storedVersions {value}: {'; '.join(errors)}"
+    problems = stored_versions_errors(crd_now, value)
+    if problems:
+        return None, f"CRD {name}: refusing to write storedVersions {value}: {'; '.join(problems)}"
     return value, None
-
-
-def local_stored_versions_errors(spec_versions: List[str], storage_version: Optional[str],
-                                 stored: List[str]) -> List[str]:
-    """The apiserver's storedVersions validation, which the real ``/status`` endpoint skips (crd/13-16)."""
-    errors = []
-    if not stored:
-        errors.append("must have at least one stored version")
-    if storage_version and storage_version not in stored:
-        errors.append(f"must have the storage version {storage_version}")
-    if len(set(stored)) != len(stored):
-        errors.append("must not contain duplicates")
-    for index, version in enumerate(stored):
-        if version not in spec_versions:
-            errors.append(f'status.storedVersions[{index}]: Invalid value: "{version}": must appear in spec.versions')
-    return errors

@@ -218,7 +218,7 @@ migrations:
       type: list
       elements: str
       sample: [v1]
-skipped:
+skipped_resources:
   description: Resources not migrated, with why.
   returned: always
   type: list
@@ -236,6 +236,8 @@ import time  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_backends as backends  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client as mc  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import migration_plan as plan  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import compare  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (  # noqa: E402
     ApiError,
     ConfigurationError,
@@ -244,7 +246,10 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
     MigrationError,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds  # noqa: E402
 
 
 def argument_spec() -> dict:
@@ -292,18 +297,10 @@ def check_params(params: dict) -> None:
 
 
 def _verdicts(observation, profiles, params) -> list:
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds, verdicts
-
     release = profiles.get(params["target_release"]) if params.get("target_release") else None
-    manifests = crds.parse_manifests(params["target_crds"]) if params.get("target_crds") else None
+    manifests = load_target_crds(params["target_crds"]) if params.get("target_crds") else None
     judgement = verdicts.judge(observation, verdicts.Target(release=release, crd_manifests=manifests), profiles)
     return [{"resource": v.resource, "verdict": v.verdict} for v in judgement.resources]
-
-
-def _crd_errors(crd_obj: dict, value: list) -> list:
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds
-
-    return crds.stored_versions_errors(crds.crd_from_object(crd_obj), value)
 
 
 def _crd_object(cluster, name):
@@ -324,10 +321,6 @@ def _observed(observation, name):
 
 
 def run(mod) -> dict:
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import compare
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
-
     params = mod.params
     check_params(params)
     profiles = load_profiles(params.get("profiles_file"), params.get("profiles"))
@@ -343,8 +336,8 @@ def run(mod) -> dict:
     for name in names:
         values = set((agreement.hashes.get(name) or {}).values())
         current[name] = values.pop() if len(values) == 1 else None
-    selection = plan.select_resources(requested, verdict_list, observation.storage_states, current)
-    result = {"changed": False, "migrations": [], "skipped": selection.skipped}
+    selection = plan.select_resources(requested, verdict_list, observation.storage_states, current, observation.crds)
+    result = {"changed": False, "migrations": [], "skipped_resources": selection.skipped}
     if not selection.selected:
         result["msg"] = "Nothing to migrate."
         return result
@@ -363,29 +356,29 @@ def run(mod) -> dict:
     result["backend"] = {"backend": choice.backend, "api_version": choice.api_version, "reason": choice.reason}
     result["changed"] = True
     if mod.check_mode:
-        result["migrations"] = [{"resource": n, "backend": choice.backend, "api_version": choice.api_version,
+        result["migrations"] = [{"resource": n, "backend": plan.backend_for(choice, n, params["backend"]).backend,
+                                 "api_version": plan.backend_for(choice, n, params["backend"]).api_version,
                                  "name": None, "status": "would_migrate", "storage_hash": current[n]}
                                 for n in selection.selected]
         result["msg"] = f"Would migrate {', '.join(selection.selected)} with the {choice.backend} backend."
         return result
     for name in selection.selected:
-        entry = {"resource": name, "backend": choice.backend, "api_version": choice.api_version, "name": None,
+        backend = plan.backend_for(choice, name, params["backend"])
+        entry = {"resource": name, "backend": backend.backend, "api_version": backend.api_version, "name": None,
                  "status": "running", "storage_hash": current[name]}
         result["migrations"].append(entry)
         try:
-            _migrate_one(mod, params, clients, cluster, profiles, observation, choice, name, current[name], entry,
-                         compare, observe)
+            _migrate_one(mod, params, clients, cluster, profiles, observation, backend, name, current[name], entry)
         except KubeUpgradeError as error:
             entry["status"] = "failed"
-            error.details = dict(error.details or {}, migrations=result["migrations"], skipped=result["skipped"])
+            error.details = dict(error.details or {}, migrations=result["migrations"], skipped_resources=result["skipped_resources"])
             raise
     done = [m["resource"] for m in result["migrations"]]
     result["msg"] = f"Migrated {', '.join(done)} with the {choice.backend} backend."
     return result
 
 
-def _migrate_one(mod, params, clients, cluster, profiles, observation, choice, name, storage_hash, entry,
-                 compare, observe) -> None:
+def _migrate_one(mod, params, clients, cluster, profiles, observation, choice, name, storage_hash, entry) -> None:
     group_resource = GroupResource.parse(name)
     observed = _observed(observation, name)
     if observed is None:
@@ -437,7 +430,7 @@ def _migrate_one(mod, params, clients, cluster, profiles, observation, choice, n
             mod.warn(f"{name}: StorageState record {entry['record']}; a re-run will migrate it again.")
     entry["stored_versions"] = None
     if crd_at_start is not None and params["prune_crd_stored_versions"]:
-        entry["stored_versions"] = backends.prune_stored_versions(cluster, crd_at_start, _crd_errors)
+        entry["stored_versions"] = backends.prune_stored_versions(cluster, crd_at_start)
 
 
 def main() -> None:

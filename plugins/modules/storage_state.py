@@ -99,7 +99,7 @@ crd_installed:
   returned: always
   type: bool
   sample: false
-unreachable:
+unreachable_endpoints:
   description: Endpoints that were not observed; their hashes could not be recorded.
   returned: always
   type: list
@@ -143,6 +143,11 @@ def run(module: KubeUpgradeModule) -> dict:
         if not ep.complete:
             module.warn(f"{ep.error} - its storage hashes are not recorded in this run")
     installed = storage_state_io.ensure_crd(cluster, params["install_crd"], module.check_mode)
+    if installed and not module.check_mode:
+        # The StorageState CRD is itself a persisted resource: observe again so its record is written
+        # in this run too, and the next run has nothing left to do.
+        observation = observe(module.endpoint_clients(), load_profiles(), resources=params["resources"] or None, include=(),
+                              cluster_client=cluster)
     existing = {} if (installed and module.check_mode) else storage_state_io.read_records(cluster)
     observed = storage_state_io.observed_hashes(observation, params["resources"] or None)
     for name in params["resources"] or []:
@@ -156,7 +161,7 @@ def run(module: KubeUpgradeModule) -> dict:
         "changed": bool(changed_records) or installed,
         "records": [c.to_dict() for c in changes],
         "crd_installed": installed,
-        "unreachable": unreachable,
+        "unreachable_endpoints": unreachable,
         "msg": (("would " if module.check_mode else "") + f"create {counts['created']}, update {counts['updated']} StorageState "
                 f"record(s); {counts['unchanged']} unchanged" + ("; StorageState CRD installed" if installed else "")),
     }

@@ -103,7 +103,7 @@ unready:
   type: list
   elements: str
   sample: []
-unreachable:
+unreachable_endpoints:
   description: Endpoints that did not answer in the last poll.
   returned: always
   type: list
@@ -141,7 +141,7 @@ def run(module: KubeUpgradeModule) -> dict:
         disagreeing = [{"resource": n, "endpoints": details.get("hashes", {}).get(n, {})} for n in details.get("disagreeing", [])]
         module.module.fail_json(msg=str(error), agreed=False, polls_observed=details.get("polls_observed", 0),
                                 hashes=details.get("hashes", {}), disagreeing=disagreeing,
-                                unready=details.get("unready", []), unreachable=details.get("unreachable", []))
+                                unready=details.get("unready", []), unreachable_endpoints=details.get("unreachable", []))
     result = agree.last_agreement_fields(agreement)
     result.update(changed=False, polls_observed=polls,
                   msg=f"all {len(module.endpoint_clients())} apiserver(s) agree on {len(agreement.hashes)} resource(s) "

@@ -190,19 +190,15 @@ endpoints:
   sample: [{"endpoint": "https://10.0.0.11:6443", "reachable": true, "error": null, "status": null, "release": "1.33", "ready": true}]
 """
 
-import os  # noqa: E402
-
-from ansible.module_utils.common.validation import check_type_path  # noqa: E402
-
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds, verdicts  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, ManifestError  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds  # noqa: E402
 
 VERDICTS = [verdicts.NEEDS_MIGRATION, verdicts.UNSAFE, verdicts.UNKNOWN, verdicts.REMOVED, verdicts.SAFE]
 DEFAULT_FAIL_ON = [v for v in VERDICTS if v != verdicts.SAFE]
-_MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def argument_spec() -> dict:
@@ -216,42 +212,6 @@ def argument_spec() -> dict:
         "resources": {"type": "list", "elements": "str", "default": []},
         "record_max_age": {"type": "int"},
     }
-
-
-def _looks_inline(text: str) -> bool:
-    return "\n" in text or text.lstrip().startswith(("{", "apiVersion", "kind", "---"))
-
-
-def load_target_crds(items) -> dict:
-    """Paths (files or directories) and inline manifests -> {name: ObservedCrd}; one clear error per bad item."""
-    loaded = []
-    for index, item in enumerate(items or []):
-        if isinstance(item, str) and not _looks_inline(item):
-            path = check_type_path(item)  # the same ~ and $VAR expansion as an option of type path
-            if os.path.isdir(path):
-                files = sorted(os.path.join(path, f) for f in os.listdir(path) if f.endswith(_MANIFEST_SUFFIXES))
-                if not files:
-                    raise ManifestError(f"target_crds #{index + 1}: directory {item} has no .yaml, .yml or .json files")
-            elif os.path.isfile(path):
-                files = [path]
-            else:
-                raise ManifestError(f"target_crds #{index + 1}: file {item} does not exist; give an existing path, "
-                                    "a CRD as a dictionary, or the manifest text")
-            for file_path in files:
-                try:
-                    with open(file_path, encoding="utf-8") as handle:
-                        loaded.append((f"target CRD manifest {file_path}", handle.read()))
-                except OSError as exc:
-                    raise ManifestError(f"cannot read target CRD manifest {file_path}: {exc.strerror or exc}") from None
-        else:
-            loaded.append((f"target_crds #{index + 1}", item))
-    result = {}
-    for label, item in loaded:
-        for name, crd in crds.parse_manifests([item], label=label).items():
-            if name in result:
-                raise ManifestError(f"{label}: CRD {name} is given more than once in target_crds")
-            result[name] = crd
-    return result
 
 
 def _endpoint_summary(ep) -> dict:

@@ -128,7 +128,7 @@ agreed:
   returned: always
   type: bool
   sample: true
-unreachable:
+unreachable_endpoints:
   description: Endpoints that did not answer, refused the credentials, or whose discovery was incomplete.
   returned: always
   type: list
@@ -209,7 +209,7 @@ def info_result(observation, resources, include) -> dict:
         "endpoints": [endpoint_result(ep) for ep in observation.endpoints],
         "resources": resource_table(observation, resources or None),
         "agreed": bool(agreement.agreed) and not unreachable,
-        "unreachable": unreachable,
+        "unreachable_endpoints": unreachable,
         "unready": [e.endpoint for e in observation.endpoints if e.reachable and not e.ready],
         "crds": data["crds"] if "crds" in include else {},
         "storage_states": data["storage_states"],

@@ -94,6 +94,19 @@ def ansible_playbook():
 
 
 @pytest.fixture
+def sim(tmp_path):
+    """A running simulated control plane for playbook runs: three apiservers on 1.32 with the demo data."""
+    from test_playbooks_helpers import TLS, ControlPlane
+
+    plane = ControlPlane(tmp_path / "plane", apiservers=3, releases="1.32", tls=TLS, seed="demo")
+    plane.start()
+    try:
+        yield plane
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
 def real_cluster_kubeconfig():
     """A real cluster's kubeconfig, when the run was given one (``KUBEUPGRADE_TEST_KUBECONFIG``)."""
     return os.environ.get("KUBEUPGRADE_TEST_KUBECONFIG")

@@ -119,7 +119,7 @@ def test_backend_migrates_old_objects_keeps_content_and_records_it(plane, capsys
     assert _crd(plane, WIDGETS)["status"]["storedVersions"] == ["v1"], json.dumps(result)
 
     failed, result = run(plane, capsys, resources=[WIDGETS], backend=backend)
-    assert not failed and not result["changed"] and result["skipped"][0]["resource"] == WIDGETS
+    assert not failed and not result["changed"] and result["skipped_resources"][0]["resource"] == WIDGETS
 
 
 def test_builtin_resource_and_next_preflight_is_safe(plane, capsys):

@@ -146,7 +146,7 @@ def test_unreachable_endpoint_is_reported_and_judged_unknown(plane, run):
     storage_state_io.mark_migrated(cluster_client(plane), "pods", "xPOwRZ+Yhw8=")
     plane.admin.stop(1)
     failed, result = run(info, base(plane, resources=["pods"]))
-    assert not failed and result["unreachable"] == [plane.endpoints[1]]
+    assert not failed and result["unreachable_endpoints"] == [plane.endpoints[1]]
     assert plane.endpoints[1] in result["endpoints"][1]["error"]
     failed, result = run(check, base(plane, target_release="1.33", resources=["pods"]))
     assert failed and result["verdict"] == "unknown" and plane.endpoints[1] in result["msg"]

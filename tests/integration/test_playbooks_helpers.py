@@ -16,12 +16,9 @@ import sys
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "tests" / "simulator"))
 
-from apisim.harness import ControlPlane  # noqa: E402
 
 PLAYBOOKS = REPO / "playbooks"
 INVENTORY = REPO / "tests" / "integration" / "inventories" / "simulator.yml"
@@ -53,17 +50,6 @@ FAST = {
 }
 
 
-@pytest.fixture
-def sim(tmp_path):
-    """A running simulated control plane: three apiservers on 1.32 with the demo data."""
-    plane = ControlPlane(tmp_path / "plane", apiservers=3, releases="1.32", tls=TLS, seed="demo")
-    plane.start()
-    try:
-        yield plane
-    finally:
-        plane.stop()
-
-
 def playbook_vars(plane, tmp_path, **extra):
     """Extra vars every run needs: where the simulator is, where reports go, fast gates, demo host tasks."""
     values = {
@@ -89,8 +75,9 @@ def explain(result):
     return f"rc={result.rc}\n{result.stdout[-6000:]}\n{result.stderr[-2000:]}"
 
 
-def snapshot(plane, resources=DATA_RESOURCES):
+def snapshot(plane, resources=None):
     """{resource: {(namespace, name): (encoded_version, resource_version, object)}} from the store."""
+    resources = DATA_RESOURCES if resources is None else resources
     return {
         resource: {(o["namespace"], o["name"]): (o["encoded_version"], o["resource_version"], o["object"])
                    for o in plane.admin.stored_objects(resource)}
@@ -112,7 +99,7 @@ def content(obj):
 def assert_content_unchanged(before, after):
     for resource, objects in before.items():
         assert set(after[resource]) == set(objects), f"{resource}: objects appeared or disappeared"
-        for key, (_, _, obj) in objects.items():
+        for key, (_version, _rv, obj) in objects.items():
             assert content(after[resource][key][2]) == content(obj), f"{resource} {key}: content changed"
 
 

@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from test_playbooks_helpers import (  # noqa: F401  (sim is a fixture)
+from test_playbooks_helpers import (
     CRDS,
     DATA_RESOURCES,
     HASH_V1BETA1,
@@ -22,7 +22,6 @@ from test_playbooks_helpers import (  # noqa: F401  (sim is a fixture)
     explain,
     releases,
     run,
-    sim,
     snapshot,
     storage_state,
 )

@@ -17,7 +17,7 @@ again) on 1.32 would make LeaseCandidates unreadable through that apiserver: the
 
 from __future__ import annotations
 
-from test_playbooks_helpers import (  # noqa: F401  (sim is a fixture)
+from test_playbooks_helpers import (
     HASH_V1ALPHA2,
     HASH_V1BETA1,
     LEASECANDIDATES,
@@ -27,7 +27,6 @@ from test_playbooks_helpers import (  # noqa: F401  (sim is a fixture)
     explain,
     releases,
     run,
-    sim,
     snapshot,
     storage_state,
 )

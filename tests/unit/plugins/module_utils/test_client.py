@@ -98,6 +98,7 @@ class _Handler(BaseHTTPRequestHandler):
     routes = {}
 
     def do_GET(self):  # noqa: N802 (http.server naming)
+        self.server.seen.append(dict(self.headers))  # before answering: the client may return at once
         status, headers, body = self.routes.get(self.path, (404, {"Content-Type": "text/plain"}, b"404 page not found"))
         self.send_response(status)
         for key, value in headers.items():
@@ -105,7 +106,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
-        self.server.seen.append(dict(self.headers))
 
     def log_message(self, *args):
         pass

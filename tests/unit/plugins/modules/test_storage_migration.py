@@ -68,7 +68,7 @@ def test_already_migrated_resources_are_skipped_unchanged(run_module, fake_clust
     with_records(fake_cluster)
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["configmaps"]})
     assert not failed and result["changed"] is False
-    assert result["skipped"][0]["resource"] == "configmaps" and "qFsyl6wFWjQ=" in result["skipped"][0]["reason"]
+    assert result["skipped_resources"][0]["resource"] == "configmaps" and "qFsyl6wFWjQ=" in result["skipped_resources"][0]["reason"]
     assert fake_cluster.writes() == []
 
 

@@ -23,7 +23,7 @@ def test_reports_every_endpoint_and_agreement(run_module, fake_cluster):
     failed, result = run_module(module, BASE_ARGS)
     assert not failed and result["changed"] is False
     assert [e["endpoint"] for e in result["endpoints"]] == ENDPOINTS
-    assert result["agreed"] is True and result["unreachable"] == []
+    assert result["agreed"] is True and result["unreachable_endpoints"] == []
     assert result["resources"]["pods"]["hashes"] == {url: "xPOwRZ+Yhw8=" for url in ENDPOINTS}
     assert result["endpoints"][0]["resources"]["deployments.apps"] == {"hash": "8aSe+NMegvE=", "storage_version": "v1", "served_versions": ["v1"]}
     assert result["crds"]["widgets.example.com"]["stored_versions"] == ["v1alpha1", "v1"]
@@ -48,7 +48,7 @@ def test_unreachable_endpoint_is_reported_with_a_warning(run_module, fake_cluste
     for path in list(fake_cluster.routes[ENDPOINTS[1]]):
         fake_cluster.routes[ENDPOINTS[1]][path] = unreachable()
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["pods"]})
-    assert not failed and result["agreed"] is False and result["unreachable"] == [ENDPOINTS[1]]
+    assert not failed and result["agreed"] is False and result["unreachable_endpoints"] == [ENDPOINTS[1]]
     assert ENDPOINTS[1] in result["endpoints"][1]["error"] and "NOT" in result["msg"]
 
 
