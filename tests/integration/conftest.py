@@ -96,7 +96,8 @@ def ansible_playbook():
 @pytest.fixture
 def sim(tmp_path):
     """A running simulated control plane for playbook runs: three apiservers on 1.32 with the demo data."""
-    from test_playbooks_helpers import TLS, ControlPlane
+    from apisim.harness import ControlPlane
+    from test_playbooks_helpers import TLS
 
     plane = ControlPlane(tmp_path / "plane", apiservers=3, releases="1.32", tls=TLS, seed="demo")
     plane.start()
