@@ -36,6 +36,7 @@ author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
   - kubeupgrade.storage.connection
   - kubeupgrade.storage.connection.endpoints
+  - kubeupgrade.storage.attributes.action_group
 options:
   resources:
     description:
@@ -131,10 +132,6 @@ attributes:
   diff_mode:
     description: Object contents never change, so there is no diff.
     support: none
-  action_group:
-    description: Use C(group/kubeupgrade.storage.storage) in C(module_defaults) to set the connection options once.
-    support: full
-    membership: [kubeupgrade.storage.storage]
 notes:
   - "RBAC needed: C(list) and C(patch) on the migrated resources (client-side), C(create), C(get) and C(delete) on
     C(storageversionmigrations) (in-tree or sigs), C(get), C(create), C(update) on C(storagestates) and their status,

@@ -20,6 +20,7 @@ author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
   - kubeupgrade.storage.connection
   - kubeupgrade.storage.connection.endpoints
+  - kubeupgrade.storage.attributes.action_group
 options:
   resources:
     description:
@@ -45,10 +46,6 @@ attributes:
   diff_mode:
     description: Returns the status of each changed record before and after.
     support: full
-  action_group:
-    description: Use C(group/kubeupgrade.storage.storage) in C(module_defaults) to set the connection options once.
-    support: full
-    membership: [kubeupgrade.storage.storage]
 """
 
 EXAMPLES = r"""

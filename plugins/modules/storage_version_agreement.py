@@ -19,6 +19,8 @@ author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
   - kubeupgrade.storage.connection
   - kubeupgrade.storage.connection.endpoints
+  - kubeupgrade.storage.attributes.read_only
+  - kubeupgrade.storage.attributes.action_group
 options:
   resources:
     description:
@@ -46,17 +48,6 @@ options:
       - Also require every endpoint's C(/readyz) to answer 200.
     type: bool
     default: true
-attributes:
-  check_mode:
-    description: The module never changes anything, so it runs normally in check mode.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
-  action_group:
-    description: Use C(group/kubeupgrade.storage.storage) in C(module_defaults) to set the connection options once.
-    support: full
-    membership: [kubeupgrade.storage.storage]
 """
 
 EXAMPLES = r"""

@@ -21,6 +21,8 @@ author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
   - kubeupgrade.storage.connection
   - kubeupgrade.storage.connection.endpoints
+  - kubeupgrade.storage.attributes.read_only
+  - kubeupgrade.storage.attributes.action_group
 options:
   target_release:
     description:
@@ -65,17 +67,6 @@ options:
       - Seconds after which a StorageState record whose heartbeat was not refreshed is not trusted (its resource
         is then C(unknown)). Default is to trust records of any age.
     type: int
-attributes:
-  check_mode:
-    description: The module never changes anything, so it runs normally in check mode.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
-  action_group:
-    description: Use C(group/kubeupgrade.storage.storage) in C(module_defaults) to set the connection options once.
-    support: full
-    membership: [kubeupgrade.storage.storage]
 notes:
   - At least one of O(target_release), O(target_endpoint) or O(target_crds) is required.
 """

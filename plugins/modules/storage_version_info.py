@@ -20,6 +20,8 @@ author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
   - kubeupgrade.storage.connection
   - kubeupgrade.storage.connection.endpoints
+  - kubeupgrade.storage.attributes.read_only
+  - kubeupgrade.storage.attributes.action_group
 options:
   resources:
     description:
@@ -36,17 +38,6 @@ options:
     elements: str
     choices: [crds, storage_states, storage_versions, leases]
     default: [crds, storage_states, storage_versions, leases]
-attributes:
-  check_mode:
-    description: The module never changes anything, so it runs normally in check mode.
-    support: full
-  diff_mode:
-    description: Nothing changes, so there is no diff.
-    support: none
-  action_group:
-    description: Use C(group/kubeupgrade.storage.storage) in C(module_defaults) to set the connection options once.
-    support: full
-    membership: [kubeupgrade.storage.storage]
 """
 
 EXAMPLES = r"""
