@@ -24,6 +24,11 @@ newest_python() {
 
 PY=$(newest_python)
 [ -n "$PY" ] || { echo "setup: no python3 found" >&2; exit 1; }
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
+    echo "setup: the pinned ansible-core 2.21 needs Python 3.12 or newer; the newest found is $("$PY" --version)." >&2
+    echo "setup: install one (for example 'pyenv install 3.13') and run this again." >&2
+    exit 1
+fi
 stamp=".venv/.requirements-$(sha256sum test-requirements.txt | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     echo "setup: creating .venv with $PY ($("$PY" --version))"
