@@ -103,7 +103,7 @@ def served_migration_apis(discovery_docs: Dict[str, dict]) -> Dict[str, List[str
     for group_version, doc in discovery_docs.items():
         resources = [r.get("name") for r in (doc or {}).get("resources") or [] if isinstance(r, dict)]
         if MIGRATIONS in resources:
-            group, _, version = group_version.rpartition("/")
+            group, _unused, version = group_version.rpartition("/")
             served.setdefault(group, []).append(version)
     return served
 

@@ -109,8 +109,8 @@ def test_discovery_matches_recorded_hashes(api):
 
 
 def test_aggregated_discovery_has_no_hashes_and_unknown_paths_are_text_404(api):
-    status, headers, body = api("GET", "/apis", accept="application/json;g=apidiscovery.k8s.io;v=v2;"
-                                                      "as=APIGroupDiscoveryList")
+    aggregated = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
+    status, headers, body = api("GET", "/apis", accept=aggregated)
     assert status == 200 and body["kind"] == "APIGroupDiscoveryList"
     assert "storageVersionHash" not in json.dumps(body)
     assert headers["Content-Type"].startswith("application/json;g=apidiscovery.k8s.io;v=v2")
@@ -155,7 +155,7 @@ def test_update_noop_and_merge_patch(api):
     again = api("PUT", "/api/v1/namespaces/crud/configmaps/cm-1", cm)[2]
     assert again["metadata"]["resourceVersion"] == cm["metadata"]["resourceVersion"]
     status, _unused, patched = api("PATCH", "/api/v1/namespaces/crud/configmaps/cm-1", {"data": {"patched": "yes"}},
-                             content_type="application/merge-patch+json")
+                                   content_type="application/merge-patch+json")
     assert status == 200 and patched["data"] == {"k": "v", "patched": "yes"}
     assert int(patched["metadata"]["resourceVersion"]) > int(cm["metadata"]["resourceVersion"])
 

@@ -340,14 +340,14 @@ def test_rate_limiter_spaces_requests():
         now["t"] += seconds
 
     limiter = mc.RateLimiter(10, burst=1, clock=lambda: now["t"], sleep=sleep)
-    for _ in range(11):
+    for _unused in range(11):
         limiter.acquire()
     assert now["t"] == pytest.approx(1.0)
 
 
 def test_qps_zero_means_unlimited():
     limiter = mc.RateLimiter(0, sleep=lambda s: pytest.fail("must not sleep"))
-    for _ in range(100):
+    for _unused in range(100):
         limiter.acquire()
 
 

@@ -210,5 +210,3 @@ def test_stored_versions_value_from_recorded_crd():
     crd = recorded_body("crd/09-get-crd-storedVersions-v1alpha1-v1.json")
     assert crd["status"]["storedVersions"] == ["v1alpha1", "v1"]
     assert plan.stored_versions_value(crd_from_object(crd), crd_from_object(crd)) == (["v1"], None)
-
-
