@@ -112,10 +112,13 @@ def _hash_candidates(resource: ObservedResource, profiles, crds) -> List[Tuple[s
         for version in crd.version_names:
             triples.append((crd.group, crd.kind, version))
     if profiles is not None and profiles.known(resource.name):
+        # A built-in is hashed in its storage group only: events.k8s.io Events are stored (and hashed) as core
+        # v1 Event, so a hash of events.k8s.io/v1 Event is no storage version of theirs.
         group = profiles.storage_group_of(resource.name)
         kind = profiles.kind_of(resource.name) or resource.kind
         for version in sort_versions(profiles.candidate_versions(resource.name) | set(resource.served_versions)):
             triples.append((group, kind, version))
+        return triples
     for version in resource.served_versions:
         triples.append((resource.group, resource.kind, version))
     return triples

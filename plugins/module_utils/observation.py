@@ -48,6 +48,46 @@ class EndpointObservation:
         """True when the endpoint answered and every group/version's discovery succeeded."""
         return self.reachable and not self.failed_groups
 
+    def failed_for(self, group: str, ignore=()) -> List[str]:
+        """The failed group/versions of ``group`` (core: ""), except those in ``ignore`` (aggregated APIs)."""
+        return [gv for gv in self.failed_groups if group_of(gv) == group and gv not in ignore]
+
+    def covers(self, group: str, ignore=()) -> bool:
+        """True when this endpoint's discovery of ``group`` is complete: a failure elsewhere does not concern it."""
+        return self.reachable and not self.failed_for(group, ignore)
+
+
+def group_of(group_version: str) -> str:
+    """``metrics.k8s.io/v1beta1`` -> ``metrics.k8s.io``; ``v1`` -> ``""`` (core)."""
+    return group_version.rpartition("/")[0]
+
+
+@dataclass
+class ObservedApiService:
+    """An ``apiregistration.k8s.io/v1`` APIService: local (served from this etcd) or aggregated (a service's)."""
+
+    name: str  # "v1beta1.metrics.k8s.io"
+    group_version: str  # "metrics.k8s.io/v1beta1"
+    service: Optional[str] = None  # "namespace/name" of the backing service; None for a local group
+    available: Optional[bool] = None  # the Available condition (None when not reported)
+    message: str = ""
+
+    @property
+    def aggregated(self) -> bool:
+        """Aggregated APIs keep their objects in their own backend, never in this cluster's etcd."""
+        return self.service is not None
+
+
+@dataclass
+class ObjectCount:
+    """What a metadata-only LIST with ``limit=1`` said about one resource's stored objects."""
+
+    resource: str
+    present: Optional[bool]  # True: at least one object; False: none; None: could not be counted
+    undecodable: bool = False  # the apiserver failed to decode a stored object (500 "no kind is registered")
+    endpoint: Optional[str] = None  # the apiserver that was asked
+    detail: str = ""  # the error, or why it could not be counted
+
 
 @dataclass
 class CrdVersion:
@@ -134,7 +174,13 @@ class Observation:
     storage_versions: Dict[str, ObservedStorageVersion] = field(default_factory=dict)  # None-served -> empty
     storage_version_api_served: bool = False
     identity_leases: List[IdentityLease] = field(default_factory=list)
+    api_services: Dict[str, ObservedApiService] = field(default_factory=dict)  # by group/version
+    api_services_read: bool = False  # False: whether a failed group is aggregated cannot be told
     warnings: List[str] = field(default_factory=list)
+
+    def aggregated_group_versions(self) -> set:
+        """Group/versions served by aggregated APIServices: their objects are not in this etcd."""
+        return {gv for gv, svc in self.api_services.items() if svc.aggregated}
 
     def to_dict(self) -> dict:
         """Plain JSON-able dict for module results."""

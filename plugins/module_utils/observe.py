@@ -17,11 +17,18 @@ from typing import Dict, List, Optional, Sequence
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds as crds_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import records as records_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable, KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
+    ApiError,
+    EndpointUnreachable,
+    KubeUpgradeError,
+    is_decode_failure,
+)
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import (
     EndpointObservation,
     IdentityLease,
+    ObjectCount,
     Observation,
+    ObservedApiService,
     ObservedStorageVersion,
     StorageVersionEntry,
 )
@@ -42,6 +49,9 @@ STORAGE_STATE_PATH = "/apis/migration.k8s.io/v1alpha1/storagestates"
 STORAGE_VERSION_GROUP_VERSION = ("internal.apiserver.k8s.io", "v1alpha1")
 STORAGE_VERSION_PATH = "/apis/internal.apiserver.k8s.io/v1alpha1/storageversions"
 LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+APISERVICE_PATH = "/apis/apiregistration.k8s.io/v1/apiservices"
+# Counting needs names only: ask for PartialObjectMetadata, which every apiserver since 1.15 serves.
+METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
 IDENTITY_SELECTOR = "apiserver.kubernetes.io/identity=kube-apiserver"
 _AUTH_STATUSES = (401, 403)
 
@@ -256,6 +266,7 @@ def _read_cluster_from(client, include, wanted, storage_version_api_served, obse
             observation.warnings.append(f"CustomResourceDefinition {(obj.get('metadata') or {}).get('name')}: {error}")
             continue
         observation.crds[crd.name] = crd
+    read_api_services(client, observation, sleep)
     if "storage_states" in include:
         read_storage_states(client, observation, wanted, sleep)
     if "storage_versions" in include and storage_version_api_served:
@@ -268,6 +279,90 @@ def _read_cluster_from(client, include, wanted, storage_version_api_served, obse
             lease_from_object(obj)
             for obj in _list_or_warn(client, LEASE_PATH, {"labelSelector": IDENTITY_SELECTOR}, observation,
                                      "identity Leases", sleep)]
+
+
+def read_api_services(client, observation: Observation, sleep=time.sleep) -> None:
+    """APIServices tell which group/versions are aggregated (their objects live in another server's storage).
+
+    Always read, like CRDs: without them a failed discovery of an aggregated API could not be told
+    from a failed built-in group, and both would have to block.
+    """
+    try:
+        items = list_all(client, APISERVICE_PATH, sleep=sleep)
+    except EndpointUnreachable:
+        raise
+    except ApiError as error:
+        observation.warnings.append(f"APIServices not read ({error}); a group/version whose discovery fails is "
+                                    "then judged unknown even when an aggregated server serves it")
+        return
+    observation.api_services_read = True
+    for obj in items:
+        service = api_service_from_object(obj)
+        if service.group_version:
+            observation.api_services[service.group_version] = service
+
+
+def api_service_from_object(obj: dict) -> ObservedApiService:
+    metadata, spec = obj.get("metadata") or {}, obj.get("spec") or {}
+    group, version = spec.get("group") or "", spec.get("version") or ""
+    ref = spec.get("service")
+    service = f"{ref.get('namespace', '')}/{ref.get('name', '')}" if isinstance(ref, dict) else None
+    available, message = None, ""
+    for condition in (obj.get("status") or {}).get("conditions") or []:
+        if condition.get("type") == "Available":
+            available = condition.get("status") == "True"
+            message = condition.get("message") or condition.get("reason") or ""
+    group_version = f"{group}/{version}" if group else version
+    return ObservedApiService(name=metadata.get("name", ""), group_version=group_version, service=service,
+                              available=available, message=message)
+
+
+def _list_path(observed) -> str:
+    """A LIST path of one served version of the resource (cluster-wide, all namespaces)."""
+    gr = GroupResource.parse(observed.name)
+    version = observed.storage_version if observed.storage_version in observed.served_versions else observed.served_versions[0]
+    return f"/api/{version}/{gr.resource}" if not gr.group else f"/apis/{gr.group}/{version}/{gr.resource}"
+
+
+def _count_one(client, observed, sleep) -> ObjectCount:
+    try:
+        page = call_with_retries(
+            lambda: client.request("GET", _list_path(observed), query={"limit": 1}, accept=METADATA_ACCEPT).json(),
+            DISCOVERY_RETRY, sleep=sleep)
+    except ApiError as error:
+        if is_decode_failure(error.status, error.api_message):
+            return ObjectCount(observed.name, present=True, undecodable=True, endpoint=client.endpoint,
+                               detail=error.api_message)
+        return ObjectCount(observed.name, present=None, endpoint=client.endpoint, detail=str(error))
+    if not isinstance(page, dict):
+        return ObjectCount(observed.name, present=None, endpoint=client.endpoint, detail="the LIST answer was not a list")
+    present = bool(page.get("items")) or bool((page.get("metadata") or {}).get("continue"))
+    return ObjectCount(observed.name, present=present, endpoint=client.endpoint)
+
+
+def count_objects(clients: Sequence, observation: Observation, names, sleep=time.sleep,
+                  max_workers: int = MAX_WORKERS) -> Dict[str, ObjectCount]:
+    """Whether each resource in ``names`` has objects stored: one metadata LIST with ``limit=1`` each.
+
+    Asked of an apiserver whose discovery of the resource's group is complete; a resource no running
+    apiserver serves cannot be counted this way (``present`` None, with the reason).
+    """
+    by_endpoint = {client.endpoint: client for client in clients}
+    counts: Dict[str, ObjectCount] = {}
+    jobs = []
+    for name in names:
+        server = next((ep for ep in observation.endpoints if name in ep.resources and ep.endpoint in by_endpoint
+                       and ep.covers(ep.resources[name].group)), None)
+        if server is None:
+            counts[name] = ObjectCount(name, present=None, detail=f"no running apiserver serves {name}, so its objects "
+                                       "cannot be listed through the API")
+            continue
+        jobs.append((by_endpoint[server.endpoint], server.resources[name]))
+    if jobs:
+        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(jobs)))) as pool:
+            for count in pool.map(lambda job: _count_one(job[0], job[1], sleep), jobs):
+                counts[count.resource] = count
+    return counts
 
 
 def read_storage_states(client, observation: Observation, wanted=None, sleep=time.sleep) -> None:

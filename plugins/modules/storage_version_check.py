@@ -15,7 +15,13 @@ description:
     (the target no longer has the resource; export or delete its objects first).
   - The target is a Kubernetes release profile (O(target_release)), a live apiserver that already runs the target
     (O(target_endpoint)), target CRD manifests (O(target_crds)), or a combination.
-  - An unreachable or unauthorised apiserver makes the affected verdicts C(unknown), never C(safe).
+  - An unreachable or unauthorised apiserver is one blocking finding of its own (agreement cannot be established
+    without it); a group/version whose discovery fails makes only that group's resources C(unknown); a group/version
+    served by an aggregated APIService is reported as not stored in this etcd and is not judged.
+  - C(removed), C(unsafe) and C(needs_migration) are about objects that exist (see O(count_objects)); a resource with
+    nothing stored is C(safe).
+  - A StorageState record of a resource that neither the running apiservers nor the target serve is skipped with
+    its reason (remove it with M(kubeupgrade.storage.storage_state) O(kubeupgrade.storage.storage_state#module:state=absent)).
   - Never writes to the cluster.
 author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
@@ -51,11 +57,32 @@ options:
     type: dict
   fail_on:
     description:
-      - Verdicts that make the task fail. The result is returned in full either way.
+      - Verdicts that block (make the task fail). The result is returned in full either way.
+      - The default blocks on every verdict that is not established C(safe), C(unknown) included: the check fails
+        closed. Let a named resource through with O(accept) instead of narrowing this list.
+      - Findings that are not about one resource (an apiserver that could not be read, a group/version whose discovery
+        failed) have the verdict C(unknown).
     type: list
     elements: str
     choices: [needs_migration, unsafe, unknown, removed, safe]
     default: [needs_migration, unsafe, unknown, removed]
+  accept:
+    description:
+      - Verdicts the operator accepts, by subject, each with the reason the report shows. A subject is a resource
+        (C(resourceclaims.resource.k8s.io)), a group/version whose discovery failed (C(metrics.k8s.io/v1beta1)) or
+        an apiserver URL.
+      - An accepted verdict is still reported (with C(accepted) set to the reason) but does not block.
+      - A subject the check did not judge is an error (a typo would otherwise accept nothing).
+    type: dict
+    default: {}
+  count_objects:
+    description:
+      - Count the stored objects of every resource whose verdict is not C(safe) (one metadata-only LIST with
+        C(limit=1) each, through an apiserver that serves it). With nothing stored the verdict becomes C(safe)
+        (nothing can be undecodable); a LIST that fails with C(no kind is registered) makes it C(unsafe).
+      - Set to V(false) to judge types only (no extra requests); verdicts are then about what may be stored.
+    type: bool
+    default: true
   resources:
     description:
       - Resources to check, by kubectl-style name. Default is every persisted resource.
@@ -87,6 +114,13 @@ EXAMPLES = r"""
     target_release: "1.34"
     fail_on: []
   register: preflight
+
+- name: Let two known verdicts through, with the reasons the report shows
+  kubeupgrade.storage.storage_version_check:
+    target_release: "1.34"
+    accept:
+      secrets: "re-created from Vault after the upgrade (CHG-1234)"
+      metrics.k8s.io/v1beta1: "metrics-server is down; it stores nothing in etcd"
 
 - name: Against an apiserver that already runs the new binary
   kubeupgrade.storage.storage_version_check:
@@ -158,6 +192,19 @@ resources:
       description: What the target view of this resource came from.
       type: str
       sample: release 1.34
+    objects:
+      description: What the count of stored objects said - C(none), C(present), C(undecodable), C(not counted);
+        null when no count was needed.
+      type: str
+      sample: present
+    accepted:
+      description: The operator's reason from O(accept), or null.
+      type: str
+      sample: null
+    blocking:
+      description: Whether this verdict blocks.
+      type: bool
+      sample: false
 counts:
   description: Number of resources per verdict.
   returned: always
@@ -169,10 +216,50 @@ verdict:
   type: str
   sample: needs_migration
 report_markdown:
-  description: The verdict table in Markdown, worst first.
+  description: The report in Markdown, worst first (findings, resources, not stored, skipped).
   returned: always
   type: str
-  sample: "**Storage pre-flight: safe** ..."
+  sample: "**Storage pre-flight: safe, gate passes (safe: 61, ...)** ..."
+report_text:
+  description: A compact fixed-width table of what is not safe, for the play output.
+  returned: always
+  type: str
+  sample: "Storage pre-flight: safe, gate passes (...)"
+blocking:
+  description: Every verdict and finding that blocks (in O(fail_on) and not accepted). Empty when the gate passes.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"subject": "resourceclaims.resource.k8s.io", "scope": "resource", "verdict": "unsafe",
+            "reason": "...", "next_step": "..."}]
+accepted:
+  description: The verdicts that O(accept) let through, with the operator's reason.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"subject": "secrets", "verdict": "unknown", "reason": "re-created by the vault operator"}]
+findings:
+  description: What blocks besides a resource - an apiserver that could not be read, a group/version whose
+    discovery failed (not an aggregated API). Each has C(subject), C(scope) (C(apiserver) or C(group_version)),
+    C(verdict), C(reason), C(next_step), C(accepted), C(blocking).
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"subject": "https://10.0.0.13:6443", "scope": "apiserver", "verdict": "unknown", "blocking": true}]
+not_stored:
+  description: Group/versions served by aggregated APIServices - their objects are not in this etcd, so they are
+    not judged, migrated or blocking.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"group_version": "metrics.k8s.io/v1beta1", "api_service": "v1beta1.metrics.k8s.io",
+            "service": "kube-system/metrics-server", "reason": "..."}]
+skipped_resources:
+  description: StorageState records of resources that neither the running apiservers nor the target serve.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"resource": "podsecuritypolicies.policy", "reason": "...", "next_step": "..."}]
 endpoints:
   description: Per endpoint - reachable, error (with the HTTP status), release, ready.
   returned: always
@@ -181,15 +268,8 @@ endpoints:
   sample: [{"endpoint": "https://10.0.0.11:6443", "reachable": true, "error": null, "status": null, "release": "1.33", "ready": true}]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import runner  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds  # noqa: E402
-
-VERDICTS = [verdicts.NEEDS_MIGRATION, verdicts.UNSAFE, verdicts.UNKNOWN, verdicts.REMOVED, verdicts.SAFE]
-DEFAULT_FAIL_ON = [v for v in VERDICTS if v != verdicts.SAFE]
 
 
 def argument_spec() -> dict:
@@ -199,68 +279,17 @@ def argument_spec() -> dict:
         "target_crds": {"type": "list", "elements": "raw", "default": []},
         "profiles_file": {"type": "path"},
         "profiles": {"type": "dict"},
-        "fail_on": {"type": "list", "elements": "str", "choices": VERDICTS, "default": DEFAULT_FAIL_ON},
+        "fail_on": {"type": "list", "elements": "str", "choices": runner.VERDICT_CHOICES, "default": runner.DEFAULT_FAIL_ON},
+        "accept": {"type": "dict", "default": {}},
+        "count_objects": {"type": "bool", "default": True},
         "resources": {"type": "list", "elements": "str", "default": []},
         "record_max_age": {"type": "int"},
     }
 
 
-def _endpoint_summary(ep) -> dict:
-    return {"endpoint": ep.endpoint, "reachable": ep.reachable, "error": ep.error, "status": ep.status,
-            "release": ep.release, "git_version": ep.git_version, "ready": ep.ready, "failed_groups": list(ep.failed_groups)}
-
-
-def _live_target(module: KubeUpgradeModule, profiles, resources):
-    """Observe the already-upgraded apiserver; it must answer, or there is no target to judge against."""
-    client = module.client().for_endpoint(module.params["target_endpoint"])
-    observation = observe([client], profiles, resources=resources, include=(), cluster_client=module.client())
-    live = observation.endpoints[0]
-    if not live.reachable:
-        raise ConfigurationError(f"target_endpoint: {live.error}. The live target must answer to be used; fix it, or "
-                                 "judge against target_release instead.", details={"status": live.status})
-    if live.failed_groups:
-        module.warn(f"target_endpoint: {live.error}")
-    return live
-
-
 def run(module: KubeUpgradeModule) -> dict:
-    params = module.params
-    if not (params["target_release"] or params["target_endpoint"] or params["target_crds"]):
-        raise ConfigurationError("Nothing to check against: give target_release (for example \"1.34\"), target_endpoint, "
-                                 "and/or target_crds.")
-    if params["record_max_age"] is not None and params["record_max_age"] < 0:
-        raise ConfigurationError(f"record_max_age must be 0 or more seconds, got {params['record_max_age']}.")
-    profiles = load_profiles(profiles_file=params["profiles_file"], profiles=params["profiles"])
-    release = profiles.get(params["target_release"]) if params["target_release"] else None
-    manifests = load_target_crds(params["target_crds"]) if params["target_crds"] else None
-    resources = params["resources"] or None
-    live = _live_target(module, profiles, resources) if params["target_endpoint"] else None
-    observation = observe(module.endpoint_clients(), profiles, resources=resources,
-                          include=("crds", "storage_states", "storage_versions"), cluster_client=module.client())
-    for ep in observation.endpoints:
-        if not ep.complete:
-            module.warn(f"{ep.error} - the resources it serves are judged unknown")
-    for warning in observation.warnings:
-        module.warn(warning)
-    target = verdicts.Target(release=release, live=live, storage_versions=None, crd_manifests=manifests)
-    judgement = verdicts.judge(observation, target, profiles, resources=resources, record_max_age=params["record_max_age"])
-    ordered = sorted(judgement.resources, key=lambda r: (-verdicts.VERDICT_ORDER.index(r.verdict), r.resource))
-    result = {
-        "changed": False,
-        "resources": [r.to_dict() for r in ordered],
-        "counts": dict(judgement.counts),
-        "verdict": judgement.worst,
-        "report_markdown": verdicts.render_markdown(judgement),
-        "endpoints": [_endpoint_summary(ep) for ep in observation.endpoints],
-        "msg": verdicts.render_text(judgement),
-    }
-    failing = sorted({r.verdict for r in judgement.resources if r.verdict in params["fail_on"]}, key=verdicts.VERDICT_ORDER.index)
-    bad_endpoints = [ep for ep in observation.endpoints if not ep.reachable]
-    if bad_endpoints:
-        result["msg"] = "\n".join(f"- {ep.error}" for ep in bad_endpoints) + "\n" + result["msg"]
-    if failing:
-        counts = ", ".join(f"{judgement.counts[v]} {v}" for v in failing)
-        result["msg"] = f"pre-flight failed ({counts}; fail_on: {', '.join(params['fail_on'])})\n" + result["msg"]
+    result = runner.run(module)
+    if result["blocking"]:
         module.module.fail_json(**result)
     return result
 

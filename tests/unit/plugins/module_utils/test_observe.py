@@ -94,7 +94,7 @@ def test_cluster_wide_records_are_read():
 def test_include_limits_cluster_reads_but_crds_are_always_read():
     clients, cluster = make_clients()
     obs = observe.observe(clients, PROFILES, include=(), cluster_client=cluster, sleep=no_sleep)
-    assert {p for _m, p in cluster.requests_to()} == {observe.CRD_PATH}
+    assert {p for _m, p in cluster.requests_to()} == {observe.CRD_PATH, observe.APISERVICE_PATH}
     assert obs.crds and not obs.storage_states and not obs.identity_leases
 
 

@@ -15,6 +15,8 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import storage_version_hash
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import (
     EndpointObservation,
+    ObjectCount,
+    ObservedApiService,
     Observation,
     ObservedResource,
     ObservedStorageVersion,
@@ -22,7 +24,16 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation im
     StorageVersionEntry,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.verdicts import NEEDS_MIGRATION, REMOVED, SAFE, UNKNOWN, UNSAFE, VERDICT_ORDER, Target, judge
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.verdicts import (
+    NEEDS_MIGRATION,
+    REMOVED,
+    SAFE,
+    UNKNOWN,
+    UNSAFE,
+    VERDICT_ORDER,
+    JudgeOptions,
+    Target,
+)
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"
 UPSTREAM = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "k8s-storage-profiles.json").read_text(encoding="utf-8"))
@@ -32,6 +43,10 @@ NOW = datetime(2026, 11, 21, 15, 0, 0, tzinfo=timezone.utc)
 EP1, EP2, EP3 = "https://10.0.0.11:6443", "https://10.0.0.12:6443", "https://10.0.0.13:6443"
 FLOWSCHEMAS = "flowschemas.flowcontrol.apiserver.k8s.io"
 SVM = "storageversionmigrations.storagemigration.k8s.io"
+
+
+def judge(observation, target, profiles, **options):
+    return verdicts.judge(observation, target, profiles, JudgeOptions(**options))
 
 
 def body(relative):
@@ -57,7 +72,7 @@ def record(name, *versions, heartbeat=NOW - timedelta(minutes=1), hashes=None):
     gr = name.partition(".")
     return StorageStateRecord(name=name, group=gr[2], resource=gr[0],
                               persisted_hashes=list(hashes) if hashes is not None else [hash_of(name, v) for v in versions],
-                              current_hash=None, last_heartbeat=records.format_time(heartbeat))
+                              current_hash=None, last_heartbeat=records.format_time(heartbeat) if heartbeat else None)
 
 
 def one(observation, target, name, **kwargs):
@@ -95,8 +110,8 @@ def oracle(name, target_release):
     key = _key(name)
     stored = UPSTREAM["1.32"][key]["storage"]
     entry = UPSTREAM[target_release].get(key)
-    if entry is None:
-        return REMOVED if key in UPSTREAM["_removed_resources"].get(target_release, []) else UNSAFE
+    if entry is None:  # removed after 1.32, or introduced after the target: the target has no types for it
+        return REMOVED
     readable = set(entry.get("decodable", [])) | set(entry["served"]) | {entry["storage"]}
     return SAFE if stored in readable else UNSAFE
 
@@ -157,13 +172,45 @@ def test_flowcontrol_across_releases(cluster_release, persisted, target_release,
     assert item.current_versions == {EP1: current}
 
 
+def _migratable_case():
+    """From the release data: a resource whose running release reads an old version that the target cannot."""
+    for running, target in zip(RELEASES, RELEASES[1:]):
+        for name, entry in PROFILES.get(running).resources.items():
+            later = PROFILES.get(target).get(name)
+            if later is None or entry.storage_version not in later.readable_versions():
+                continue
+            for old in sorted(entry.readable_versions() - later.readable_versions()):
+                if old != entry.storage_version:
+                    return name, running, target, old, entry.storage_version
+    raise AssertionError("the release data has no migratable case")
+
+
 def test_needs_migration_when_only_an_old_persisted_version_is_unreadable():
+    name, running, target, old, current = _migratable_case()
+    observation = Observation(endpoints=[endpoint(EP1, running, {name: current})],
+                              storage_states={name: record(name, old, current)})
+    item = one(observation, Target(release=PROFILES.get(target)), name)
+    assert item.verdict == NEEDS_MIGRATION, item.reason
+    assert old in item.reason and "migrate" in item.next_step and current in item.next_step
+    assert item.persisted_versions == discovery.sort_versions([old, current])
+
+
+def test_persisted_version_the_running_release_cannot_read_either_is_unsafe():
+    # 1.37 reads only v1beta1 of storageversionmigrations: v1alpha1 objects are out of reach of any migration.
     observation = Observation(endpoints=[endpoint(EP1, "1.37", {SVM: "v1beta1"})],
                               storage_states={SVM: record(SVM, "v1alpha1", "v1beta1")})
     item = one(observation, Target(release=PROFILES.get("1.37")), SVM)
-    assert item.verdict == NEEDS_MIGRATION
-    assert "v1alpha1" in item.reason and "migrate" in item.next_step and "v1beta1" in item.next_step
-    assert item.persisted_versions == ["v1alpha1", "v1beta1"]
+    assert item.verdict == UNSAFE and "neither" in item.reason and "running apiservers (1.37)" in item.reason
+    assert "etcdctl del" in item.next_step and "roll back to" in item.next_step and "1.34" in item.next_step
+
+
+def test_resourceclaims_v1alpha2_on_1_31_to_1_32_is_unsafe_not_needs_migration():
+    name = "resourceclaims.resource.k8s.io"
+    observation = Observation(endpoints=[endpoint(EP1, "1.31", {name: "v1alpha3"})],
+                              storage_states={name: record(name, "v1alpha2", "v1alpha3")})
+    item = one(observation, Target(release=PROFILES.get("1.32")), name)
+    assert item.verdict == UNSAFE and "v1alpha2" in item.reason
+    assert "Kubernetes 1.30" in item.next_step  # the one release that reads v1alpha2
 
 
 @pytest.mark.parametrize("cluster_release,target_release,expected", [
@@ -211,7 +258,7 @@ def test_removed_resource():
     assert one(observation, Target(release=PROFILES.get(last)), name).verdict == SAFE
 
 
-def test_downgrade_below_the_release_that_introduced_a_resource_is_unsafe():
+def test_downgrade_below_the_release_that_introduced_a_resource_is_removed_too():
     newest = RELEASES[-1]
     introduced = sorted(set(PROFILES.get(newest).resources) - set(PROFILES.get(RELEASES[0]).resources)
                         - set(PROFILES.get(RELEASES[0]).removed))
@@ -219,7 +266,11 @@ def test_downgrade_below_the_release_that_introduced_a_resource_is_unsafe():
     stored = PROFILES.get(newest).get(name).storage_version
     observation = Observation(endpoints=[endpoint(EP1, newest, {name: stored})], storage_states={name: record(name, stored)})
     item = one(observation, Target(release=PROFILES.get(RELEASES[0])), name)
-    assert item.verdict == UNSAFE and "has no types" in item.reason
+    assert item.verdict == REMOVED and "has no types" in item.reason and "export" in item.next_step
+    removed, last, target = _removed_case()
+    stored = PROFILES.get(last).get(removed).storage_version
+    upgrade = Observation(endpoints=[endpoint(EP1, last, {removed: stored})], storage_states={removed: record(removed, stored)})
+    assert one(upgrade, Target(release=PROFILES.get(target)), removed).reason.startswith(f"Kubernetes {target} has no types")
 
 
 # ---- Unknown, stale and unmapped records ------------------------------------------------------------------------
@@ -233,9 +284,10 @@ def _deployments(**record_kwargs):
     ({}, None, "no StorageState record"),
     ({"deployments.apps": record("deployments.apps", hashes=[UNKNOWN_HASH])}, None, "lists Unknown"),
     ({"deployments.apps": record("deployments.apps", hashes=[UNKNOWN_HASH, hash_of("deployments.apps", "v1")])}, None, "lists Unknown"),
-    ({"deployments.apps": record("deployments.apps", hashes=[])}, None, "Unknown"),
+    ({"deployments.apps": record("deployments.apps", hashes=[])}, None, "lists no persisted versions at all"),
+    ({"deployments.apps": record("deployments.apps", "v1", heartbeat=None)}, 3600, "has no heartbeat (never refreshed)"),
     ({"deployments.apps": record("deployments.apps", "v1", heartbeat=NOW - timedelta(hours=2))}, 3600, "more than 3600s ago"),
-    ({"deployments.apps": record("deployments.apps", hashes=["AAAAAAAAAAA="])}, None, "AAAAAAAAAAA= maps to no known version"),
+    ({"deployments.apps": record("deployments.apps", hashes=["AAAAAAAAAAA="])}, None, "AAAAAAAAAAA= is no storage version of deployments.apps"),
 ])
 def test_unknown_persisted_is_never_safe(states, max_age, fragment):
     observation = Observation(endpoints=[endpoint(EP1, "1.32", {"deployments.apps": "v1"})], storage_states=states)
@@ -262,19 +314,61 @@ def test_current_hash_mapping_to_nothing_is_unknown():
 
 # ---- unreachable and incomplete endpoints ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("broken", [
-    EndpointObservation(endpoint=EP3, reachable=False, error="connection refused"),
-    EndpointObservation(endpoint=EP3, reachable=False, error="HTTP 401 Unauthorized", status=401),
-    EndpointObservation(endpoint=EP3, reachable=True, ready=True, failed_groups=["apps/v1"]),
+@pytest.mark.parametrize("broken,step", [
+    (EndpointObservation(endpoint=EP3, reachable=False, error="apiserver https://10.0.0.13:6443 is unreachable"), "reachable"),
+    (EndpointObservation(endpoint=EP3, reachable=False, error="rejected the credentials (HTTP 401)", status=401), "credentials"),
+    (EndpointObservation(endpoint=EP3, reachable=False, error="refused access (HTTP 403)", status=403), "nonResourceURLs"),
 ])
-def test_unreachable_or_incomplete_endpoint_makes_nothing_safe(broken):
+def test_unreachable_endpoint_blocks_with_its_own_reason_and_nothing_else(broken, step):
     observation = real_cluster()
     observation.endpoints.append(broken)
     result = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW)
-    assert result.counts[SAFE] == 0 and result.counts[UNKNOWN] == len(result.resources)
-    item = result.resources[0]
-    assert EP3 in item.reason and item.current_versions[EP3] is None
-    assert "reachable" in item.next_step
+    assert result.counts[SAFE] == len(result.resources)  # the resources are judged on the apiservers that answered
+    assert [b["subject"] for b in result.blocking] == [EP3]
+    finding = result.findings[0]
+    assert finding.scope == "apiserver" and "agreement" in finding.reason and step in finding.next_step
+    assert result.worst == UNKNOWN and all(r.current_versions[EP3] is None for r in result.resources)
+
+
+def test_failed_group_discovery_makes_only_that_group_unknown():
+    observation = real_cluster()
+    observation.endpoints[1].failed_groups = ["apps/v1"]
+    observation.endpoints[1].resources = {n: r for n, r in observation.endpoints[1].resources.items() if r.group != "apps"}
+    result = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW)
+    unknown = sorted(r.resource for r in result.resources if r.verdict == UNKNOWN)
+    assert unknown and all(name.endswith(".apps") for name in unknown)
+    assert result.counts[SAFE] == len(result.resources) - len(unknown)
+    assert "apps/v1" in result.resources[[r.resource for r in result.resources].index(unknown[0])].reason
+    assert [f.subject for f in result.findings] == ["apps/v1"] and result.findings[0].blocking
+
+
+def _with_aggregated(observation, gv, *, service="kube-system/metrics-server", broken=True):
+    group, _unused, version = gv.rpartition("/")
+    observation.api_services_read = True
+    observation.api_services[gv] = ObservedApiService(name=f"{version}.{group}", group_version=gv, service=service,
+                                                      available=not broken, message="FailedDiscoveryCheck" if broken else "")
+    if broken:
+        for ep in observation.endpoints:
+            ep.failed_groups.append(gv)
+    return observation
+
+
+def test_broken_aggregated_apiservice_is_not_stored_here_and_blocks_nothing():
+    observation = _with_aggregated(real_cluster(), "metrics.k8s.io/v1beta1")
+    result = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW)
+    assert result.counts[SAFE] == len(result.resources) and result.blocking == [] and result.worst == SAFE
+    assert [n["group_version"] for n in result.not_stored] == ["metrics.k8s.io/v1beta1"]
+    assert "not in this etcd" in result.not_stored[0]["reason"] and "discovery failed" in result.not_stored[0]["reason"]
+
+
+def test_broken_local_group_without_apiservices_read_is_one_blocking_finding():
+    observation = real_cluster()
+    for ep in observation.endpoints:
+        ep.failed_groups.append("metrics.k8s.io/v1beta1")
+    result = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW)
+    assert result.counts[SAFE] == len(result.resources)
+    assert [b["subject"] for b in result.blocking] == ["metrics.k8s.io/v1beta1"]
+    assert "APIServices could not be read" in result.findings[0].reason
 
 
 def test_unreachable_endpoint_still_reports_unsafe():
@@ -283,9 +377,10 @@ def test_unreachable_endpoint_still_reports_unsafe():
     assert one(observation, Target(release=PROFILES.get("1.35")), SVM).verdict == UNSAFE
 
 
-def test_no_endpoints_is_unknown():
+def test_no_endpoints_is_one_blocking_finding():
     observation = Observation(storage_states={"deployments.apps": record("deployments.apps", "v1")})
-    assert one(observation, Target(release=PROFILES.get("1.32")), "deployments.apps").verdict == UNKNOWN
+    result = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW)
+    assert result.worst == UNKNOWN and [b["subject"] for b in result.blocking] == ["(no apiserver)"]
 
 
 def test_endpoint_missing_the_resource_is_unknown():
@@ -428,10 +523,10 @@ def test_rendering_lists_every_resource_worst_first():
     rows = [line for line in markdown.splitlines() if line.startswith("| ") and not line.startswith("| resource |") and "---" not in line]
     assert len(rows) == len(result.resources)
     assert rows[0].startswith(f"| {SVM} | unsafe")
-    assert f"**Storage pre-flight: {result.worst}**" in markdown
+    assert f"**Storage pre-flight: {result.worst}, gate blocks (2)" in markdown
     text = verdicts.render_text(result)
-    assert text.splitlines()[0].startswith(f"storage pre-flight: {result.worst}")
-    assert f"- {SVM}: unsafe" in text and "- pods: unknown" in text
+    assert text.splitlines()[0].startswith(f"Storage pre-flight: {result.worst}, gate blocks (2)")
+    assert f"- {SVM}: unsafe (BLOCKS)" in text and "- pods: unknown (BLOCKS)" in text
     assert len(text.splitlines()) == 1 + len(result.resources) - result.counts[SAFE]
     assert result.to_dict()["counts"] == result.counts
     assert json.loads(json.dumps(result.to_dict()))["resources"][0]["resource"]
@@ -462,3 +557,110 @@ def test_record_hash_of_a_version_dropped_from_spec_maps_through_stored_versions
     item = one(observation, Target(), "widgets.example.com")
     assert item.unresolved_hashes == [] and item.persisted_versions == ["v1alpha1", "v1"]
     assert item.verdict == NEEDS_MIGRATION
+
+
+# ---- judge objects, not types: counts of stored objects -------------------------------------------------------
+
+def _count(name, present, undecodable=False, detail=""):
+    return {name: ObjectCount(name, present=present, undecodable=undecodable, endpoint=EP1, detail=detail)}
+
+
+@pytest.mark.parametrize("verdict_case", ["removed", "unknown", "needs_migration"])
+def test_nothing_stored_is_safe_whatever_the_types_say(verdict_case):
+    if verdict_case == "removed":
+        name, last, target = _removed_case()
+        stored = PROFILES.get(last).get(name).storage_version
+        observation = Observation(endpoints=[endpoint(EP1, last, {name: stored})], storage_states={name: record(name, stored)})
+    elif verdict_case == "unknown":
+        name, target = "deployments.apps", "1.32"
+        observation = Observation(endpoints=[endpoint(EP1, "1.32", {name: "v1"})], storage_states={})
+    else:
+        name, running, target, old, current = _migratable_case()
+        observation = Observation(endpoints=[endpoint(EP1, running, {name: current})], storage_states={name: record(name, old, current)})
+    before = one(observation, Target(release=PROFILES.get(target)), name, counts=_count(name, True))
+    assert before.verdict == verdict_case and before.objects == "present" and before.blocking
+    after = one(observation, Target(release=PROFILES.get(target)), name, counts=_count(name, False))
+    assert after.verdict == SAFE and after.reason.startswith("nothing stored") and after.objects == "none" and not after.blocking
+
+
+def test_undecodable_objects_are_unsafe_with_a_step_that_works():
+    name = "resourceclaims.resource.k8s.io"
+    observation = Observation(endpoints=[endpoint(EP1, "1.31", {name: "v1alpha3"})], storage_states={name: record(name, "v1alpha3")})
+    message = 'no kind "ResourceClaim" is registered for version "resource.k8s.io/v1alpha2"'
+    item = one(observation, Target(release=PROFILES.get("1.32")), name, counts=_count(name, True, undecodable=True, detail=message))
+    assert item.verdict == UNSAFE and item.objects == "undecodable" and message in item.reason
+    assert "etcdctl del" in item.next_step
+
+
+def test_uncountable_objects_say_how_to_establish_them():
+    item = one(_deployments(hashes=[UNKNOWN_HASH]), Target(release=PROFILES.get("1.32")), "deployments.apps",
+               counts=_count("deployments.apps", None, detail="HTTP 403"))
+    assert item.verdict == UNKNOWN and "could not be established: HTTP 403" in item.reason
+    assert "storage_version_audit" in item.next_step and item.objects == "not counted"
+
+
+def test_custom_resource_with_nothing_stored_still_needs_its_stored_versions_pruned():
+    observation = _widget_cluster(*SWITCHED, ["v1"])
+    target = Target(release=PROFILES.get("1.32"), crd_manifests=_manifest("v1", storage="v1"))
+    item = one(observation, target, "widgets.example.com", counts=_count("widgets.example.com", False))
+    assert item.verdict == NEEDS_MIGRATION and "status.storedVersions still lists v1alpha1" in item.reason
+
+
+# ---- accepting named verdicts ------------------------------------------------------------------------------
+
+def test_accepted_resource_does_not_block_and_keeps_its_verdict():
+    observation = Observation(endpoints=[endpoint(EP1, "1.32", {"deployments.apps": "v1", "configmaps": "v1"})], storage_states={})
+    accept = {"deployments.apps": "objects re-created by the app after the upgrade (TICKET-1)"}
+    result = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW, accept=accept)
+    by_name = {r.resource: r for r in result.resources}
+    assert by_name["deployments.apps"].verdict == UNKNOWN and by_name["deployments.apps"].accepted.endswith("(TICKET-1)")
+    assert not by_name["deployments.apps"].blocking and by_name["configmaps"].blocking
+    assert [b["subject"] for b in result.blocking] == ["configmaps"]
+    assert result.accepted == [{"subject": "deployments.apps", "verdict": UNKNOWN, "reason": accept["deployments.apps"]}]
+    assert "accepted: objects re-created" in verdicts.render_markdown(result)
+
+
+def test_fail_on_limits_what_blocks():
+    observation = Observation(endpoints=[endpoint(EP1, "1.32", {"deployments.apps": "v1"})], storage_states={})
+    result = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW, fail_on=("unsafe",))
+    assert result.resources[0].verdict == UNKNOWN and result.blocking == []
+
+
+# ---- stale records, unmapped hashes, specific reasons, rolling upgrades ---------------------------------------
+
+def test_record_of_a_resource_nothing_serves_is_skipped_not_judged():
+    name, last, target = _removed_case()
+    stored = PROFILES.get(last).get(name).storage_version
+    observation = Observation(endpoints=[endpoint(EP1, target, {})], storage_states={name: record(name, stored)})
+    result = judge(observation, Target(release=PROFILES.get(target)), PROFILES, now=NOW)
+    assert result.resources == [] and result.blocking == []
+    assert [s["resource"] for s in result.skipped] == [name] and "state=absent" in result.skipped[0]["next_step"]
+
+
+def test_events_k8s_io_hash_of_the_served_group_is_flagged():
+    name = "events.events.k8s.io"
+    wrong = storage_version_hash("events.k8s.io", "v1", "Event")
+    observation = Observation(endpoints=[endpoint(EP1, "1.32", {name: "v1"})], storage_states={name: record(name, hashes=[wrong])})
+    item = one(observation, Target(release=PROFILES.get("1.32")), name)
+    assert item.verdict == UNKNOWN and wrong in item.unresolved_hashes
+    assert "it is the hash of events.k8s.io/v1 Event" in item.reason and "stored as core Event" in item.reason
+
+
+def test_specific_reason_is_shown_even_when_the_record_lists_unknown():
+    observation = _widget_cluster(*SWITCHED, [])
+    observation.storage_states["widgets.example.com"].persisted_hashes = [UNKNOWN_HASH]
+    item = one(observation, Target(crd_manifests=_manifest("v1", storage="v1")), "widgets.example.com")
+    assert item.verdict == NEEDS_MIGRATION and "v1alpha1" in item.reason and "lists Unknown" in item.reason
+
+
+def test_resource_new_in_the_target_is_not_a_disagreement_mid_upgrade():
+    name, running, target = None, None, None
+    for older, newer in zip(RELEASES, RELEASES[1:]):
+        fresh = sorted(set(PROFILES.get(newer).resources) - set(PROFILES.get(older).resources))
+        if fresh:
+            name, running, target = fresh[0], older, newer
+            break
+    stored = PROFILES.get(target).get(name).storage_version
+    observation = Observation(endpoints=[endpoint(EP1, target, {name: stored}), endpoint(EP2, running, {})],
+                              storage_states={name: record(name, stored)})
+    assert one(observation, Target(release=PROFILES.get(target)), name).verdict == SAFE

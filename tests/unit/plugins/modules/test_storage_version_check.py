@@ -40,6 +40,7 @@ def test_unreachable_endpoint_is_unknown_and_fails_by_default(run_module, fake_c
     args = {**BASE_ARGS, "target_release": "1.33", "resources": ["pods"]}
     failed, result = run_module(module, args)
     assert failed and result["verdict"] == "unknown" and ENDPOINTS[1] in result["msg"]
+    assert ENDPOINTS[1] in [b["subject"] for b in result["blocking"]]
     assert result["resources"] and result["counts"]["unknown"] == 1 and result["report_markdown"]
     failed, result = run_module(module, {**args, "fail_on": ["unsafe"]}, check_mode=True)
     assert not failed and result["verdict"] == "unknown" and fake_cluster.writes() == []

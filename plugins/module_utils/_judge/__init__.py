@@ -1,0 +1,7 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""judge: can a target (release, live apiserver, StorageVersion objects, CRD manifests) read what is stored?
+
+``model`` (vocabulary), ``evidence`` and ``views`` (what is persisted, what each side reads),
+``steps`` (one resource's verdict), ``findings`` (apiservers and group/versions), ``engine``
+(``judge``), ``report`` (rendering) are pure; ``runner`` does the I/O a module needs.
+"""

@@ -1,0 +1,159 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The pre-flight verdict: can the target binaries read every version the cluster has persisted?
+
+Verdicts, from best to worst (``VERDICT_ORDER``):
+
+- ``safe``: every persisted version is readable by the target, or nothing is stored at all;
+- ``needs_migration``: an older persisted version is not readable by the target, the current storage
+  version is, so rewriting every object first makes it safe;
+- ``unknown``: something we cannot vouch for (``Unknown`` persisted, a hash that maps to no version,
+  a group whose discovery failed); never safe;
+- ``removed``: the target has no types for the resource (an upgrade past its removal, or a rollback
+  below its introduction) while objects of it are stored;
+- ``unsafe``: stored objects no migration through the apiserver can fix: the target cannot read the
+  current storage version, or neither the target nor the running apiservers can read a persisted one.
+
+Failures stay confined to what they concern: a failed discovery of one group/version doubts that
+group's resources only; an aggregated APIService's objects are not in this etcd at all; an
+unreachable apiserver is one finding of its own. Verdicts that ask the operator to act are about
+objects that exist: with nothing stored there is nothing to fix.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import evidence as ev_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import findings as findings_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import steps, views
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
+    NEEDS_MIGRATION,
+    OBJECTS_NONE,
+    OBJECTS_PRESENT,
+    OBJECTS_UNCOUNTED,
+    REMOVED,
+    SAFE,
+    UNKNOWN,
+    UNSAFE,
+    VERDICT_ORDER,
+    Judgement,
+    JudgeOptions,
+    ResourceVerdict,
+    Target,
+    worst_of,
+)
+
+
+def judge(observation, target: Target, profiles, options: JudgeOptions = None) -> Judgement:
+    """Judge every persisted resource (or ``options.resources``) of ``observation`` against ``target``."""
+    options = options or JudgeOptions()
+    results, skipped = [], []
+    for name in _names(observation, options.resources):
+        result = _judge_one(name, observation, target, profiles, options)
+        if isinstance(result, dict):
+            skipped.append(result)
+        else:
+            results.append(result)
+    findings = findings_mod.endpoint_findings(observation) + findings_mod.group_findings(observation)
+    _apply_accept(results, findings, options)
+    counts = {verdict: 0 for verdict in VERDICT_ORDER}
+    for result in results:
+        counts[result.verdict] += 1
+    worst = worst_of([r.verdict for r in results] + [f.verdict for f in findings])
+    return Judgement(resources=results, counts=counts, worst=worst, findings=findings,
+                     not_stored=findings_mod.not_stored(observation), skipped=skipped)
+
+
+def _names(observation, resources) -> List[str]:
+    if resources:
+        return list(dict.fromkeys(resources))
+    names = set(observation.crds) | set(observation.storage_states)
+    for endpoint in observation.endpoints:
+        if endpoint.reachable:
+            names |= set(endpoint.resources)
+    return sorted(names)
+
+
+def _is_custom(name, observation, target) -> bool:
+    return name in observation.crds or name in (target.crd_manifests or {})
+
+
+def _stale(name, ev, view, observation) -> bool:
+    """A record of a resource that no running apiserver serves and the target does not have either."""
+    if view.exists or name in observation.crds or name not in observation.storage_states:
+        return False
+    endpoints = observation.endpoints
+    ignore = observation.aggregated_group_versions()
+    return bool(endpoints) and all(ep.covers(ev.group, ignore) and name not in ep.resources for ep in endpoints)
+
+
+def _judge_one(name, observation, target, profiles, options):
+    ev = ev_mod.gather(name, observation, target, profiles, options)
+    is_custom = _is_custom(name, observation, target)
+    view = views.custom_view(name, observation, target) if is_custom else views.builtin_view(name, target, profiles)
+    if _stale(name, ev, view, observation):
+        return {"resource": name, "reason": f"no running apiserver serves {name} and the target has no such resource: "
+                                            "its StorageState record is left from an earlier release",
+                "next_step": f"remove the record (kubeupgrade.storage.storage_state with state=absent and resources: "
+                             f"[{name}]); if objects of it may remain in etcd, kubeupgrade.storage.storage_version_audit "
+                             "lists them"}
+    decision = steps.decide(steps.Case(name, is_custom, view, ev, observation, profiles))
+    count = (options.counts or {}).get(name)
+    if options.counts is not None:
+        decision = _with_count(decision, count, steps.Case(name, is_custom, view, ev, observation, profiles))
+    verdict, reason, next_step, objects = decision
+    running = steps.running_can_read(name, is_custom, view, observation, profiles)
+    if running is False and verdict in (SAFE, NEEDS_MIGRATION) and objects != OBJECTS_NONE:
+        next_step += (f" Note: the apiservers running now cannot read {view.storage_version}, which the target writes: "
+                      f"once the target has written objects, rolling back needs a migration back first.")
+    return ResourceVerdict(
+        resource=name, verdict=verdict, reason=reason, next_step=next_step,
+        persisted_hashes=ev.persisted_hashes, persisted_versions=discovery.sort_versions(ev.persisted_versions),
+        current_versions=ev.current_versions, target_storage_version=view.storage_version,
+        target_decodable_versions=discovery.sort_versions(view.readable), conservative=view.conservative,
+        running_can_read_target=running, unresolved_hashes=ev.unresolved, target_source=view.source, objects=objects)
+
+
+def _with_count(decision, count, case):
+    """Judge objects, not types: what a count of stored objects changes about a verdict."""
+    verdict, reason, next_step, _objects = decision
+    if count is None or count.present is None:
+        if verdict == SAFE or count is None:
+            return verdict, reason, next_step, None if count is None else OBJECTS_UNCOUNTED
+        why = count.detail or "the count failed"
+        return (verdict, f"{reason} Whether any object is stored could not be established: {why}.",
+                f"{next_step} To establish whether objects exist, read etcd with kubeupgrade.storage.storage_version_audit.",
+                OBJECTS_UNCOUNTED)
+    if count.undecodable:
+        return steps.undecodable(case, count)
+    if count.present:
+        return verdict, reason, next_step, OBJECTS_PRESENT
+    if verdict == SAFE:
+        return verdict, reason, next_step, OBJECTS_NONE
+    prune = steps.stored_versions_to_prune(case)
+    if prune:
+        return (NEEDS_MIGRATION, f"no object of {case.name} is stored, but the CRD's status.storedVersions still lists "
+                f"{', '.join(prune)}, which {case.view.source} drops: the apiserver rejects that manifest until "
+                "storedVersions is pruned.", steps.migrate_step(case.name, True, next(iter(case.ev.current_set), None), prune),
+                OBJECTS_NONE)
+    where = f" (counted through apiserver {count.endpoint})" if count.endpoint else ""
+    return (SAFE, f"nothing stored: no object of {case.name} exists{where}, so nothing can be undecodable "
+            f"(with objects it would be {verdict}: {reason})", "none: nothing to do for this resource.", OBJECTS_NONE)
+
+
+def needs_count(verdict: ResourceVerdict) -> bool:
+    """Verdicts that ask the operator to act, and unknown ones: a count of stored objects may settle them."""
+    return verdict.verdict in (NEEDS_MIGRATION, UNKNOWN, REMOVED, UNSAFE)
+
+
+def _apply_accept(results, findings, options) -> None:
+    accept = options.accept or {}
+    fail_on = set(options.fail_on)
+    for item in list(results) + list(findings):
+        subject = item.resource if isinstance(item, ResourceVerdict) else item.subject
+        if item.verdict == SAFE:
+            continue
+        if subject in accept:
+            item.accepted = accept[subject]
+        item.blocking = item.verdict in fail_on and not item.accepted

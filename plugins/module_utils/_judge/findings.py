@@ -1,0 +1,84 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What blocks a pre-flight besides a resource: an apiserver, or a group/version whose discovery failed.
+
+Each is reported once, with its own reason and next step, instead of doubting every resource.
+A failed group/version served by an aggregated APIService is not a storage concern at all: its
+objects live in the aggregated server's own storage, not in this etcd.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import UNKNOWN, Finding
+
+_AUTH_STEPS = {
+    401: "the apiserver rejected the credentials: check 'api_key', the kubeconfig user or the client certificate used "
+         "for this apiserver, then re-run.",
+    403: "the user may not read discovery on this apiserver: grant it (a ClusterRole with nonResourceURLs "
+         "[\"/api\", \"/api/*\", \"/apis\", \"/apis/*\", \"/version\", \"/readyz\"] and verbs [\"get\"]), then re-run.",
+}
+
+
+def endpoint_findings(observation) -> List[Finding]:
+    """One blocking finding per apiserver that could not be observed: agreement cannot be established without it."""
+    if not observation.endpoints:
+        return [Finding(subject="(no apiserver)", scope="apiserver", verdict=UNKNOWN,
+                        reason="no apiserver was observed, so nothing about the cluster's storage is known.",
+                        next_step="give the apiservers to check (endpoints, or the connection's host), then re-run.")]
+    found = []
+    for ep in observation.endpoints:
+        if ep.reachable:
+            continue
+        step = _AUTH_STEPS.get(ep.status, "make it reachable (or, if it no longer exists, remove it from the endpoints), "
+                                          "then re-run.")
+        found.append(Finding(
+            subject=ep.endpoint, scope="apiserver", verdict=UNKNOWN,
+            reason=f"{ep.error or f'apiserver {ep.endpoint} could not be read'}: without it, agreement on storage "
+                   "versions cannot be established (it may write a version no other apiserver reports).",
+            next_step=step))
+    return found
+
+
+def _failed_group_versions(observation) -> Dict[str, List[str]]:
+    failed: Dict[str, List[str]] = {}
+    for ep in observation.endpoints:
+        if ep.reachable:
+            for gv in ep.failed_groups:
+                failed.setdefault(gv, []).append(ep.endpoint)
+    return failed
+
+
+def group_findings(observation) -> List[Finding]:
+    """One finding per failed group/version that is not an aggregated API: its resources cannot be judged."""
+    aggregated = observation.aggregated_group_versions()
+    found = []
+    for gv, endpoints in sorted(_failed_group_versions(observation).items()):
+        if gv in aggregated:
+            continue
+        unsure = "" if observation.api_services_read else (
+            " (the APIServices could not be read, so whether an aggregated server serves it is not known)")
+        found.append(Finding(
+            subject=gv, scope="group_version", verdict=UNKNOWN,
+            reason=f"discovery of {gv} failed on {', '.join(endpoints)}{unsure}: the storage versions of its resources "
+                   "cannot be established.",
+            next_step=f"make /apis/{gv} answer on every apiserver (kubectl get --raw /apis/{gv}), or, if none of its "
+                      f"resources is stored in this etcd, accept it by name (accept: {{\"{gv}\": \"<reason>\"}}); then "
+                      "re-run."))
+    return found
+
+
+def not_stored(observation) -> List[dict]:
+    """Aggregated group/versions, healthy or not: reported, never judged, migrated or blocking."""
+    failed = _failed_group_versions(observation)
+    items = []
+    for gv, service in sorted(observation.api_services.items()):
+        if not service.aggregated:
+            continue
+        state = f"discovery failed on {', '.join(failed[gv])}" if gv in failed else "discovery answered"
+        if service.available is False:
+            state += f"; APIService not available ({service.message or 'no reason given'})"
+        items.append({"group_version": gv, "api_service": service.name, "service": service.service,
+                      "reason": f"served by the aggregated APIService {service.name} (service {service.service}): its "
+                                f"objects are stored by that server, not in this etcd; not judged ({state})."})
+    return items

@@ -1,0 +1,145 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The pre-flight as a module runs it: validate, observe, judge, count what is not safe, judge again, report.
+
+Counting is the only extra cost, and only for resources whose verdict asks for action: one
+metadata-only LIST with ``limit=1`` each, so that a verdict about types becomes a verdict about
+objects that exist.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import observe as observe_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import names, report
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
+    SAFE,
+    VERDICT_ORDER,
+    JudgeOptions,
+    Target,
+)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds
+
+VERDICT_CHOICES = [v for v in VERDICT_ORDER if v != SAFE] + [SAFE]
+DEFAULT_FAIL_ON = [v for v in VERDICT_CHOICES if v != SAFE]
+CLUSTER_READS = ("crds", "storage_states", "storage_versions")
+
+
+def validate(params) -> None:
+    """Every option checked before any request."""
+    if not (params.get("target_release") or params.get("target_endpoint") or params.get("target_crds")):
+        raise ConfigurationError("Nothing to check against: give target_release (for example \"1.34\", quoted), "
+                                 "target_endpoint, and/or target_crds.")
+    if params.get("record_max_age") is not None and params["record_max_age"] < 0:
+        raise ConfigurationError(f"record_max_age must be 0 or more seconds, got {params['record_max_age']}.")
+    for subject, reason in (params.get("accept") or {}).items():
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigurationError(
+                f"accept: the entry for {subject!r} needs a reason (a non-empty string the report shows), for example "
+                f"accept: {{\"{subject}\": \"objects are re-created by the operator after the upgrade\"}}.")
+
+
+def endpoint_summary(ep) -> dict:
+    return {"endpoint": ep.endpoint, "reachable": ep.reachable, "error": ep.error, "status": ep.status,
+            "release": ep.release, "git_version": ep.git_version, "ready": ep.ready, "failed_groups": list(ep.failed_groups)}
+
+
+def _live_target(module, profiles, resources):
+    """Observe the already-upgraded apiserver; it must answer, or there is no target to judge against."""
+    url = module.params["target_endpoint"]
+    try:
+        client = module.client().for_endpoint(url)
+    except ConfigurationError:
+        raise ConfigurationError(f"target_endpoint must be an apiserver URL like https://10.0.0.11:6443, got {url!r}.") from None
+    observation = observe_mod.observe([client], profiles, resources=resources, include=(), cluster_client=module.client())
+    live = observation.endpoints[0]
+    if not live.reachable:
+        raise ConfigurationError(f"target_endpoint: {live.error}. The live target must answer to be used; fix it, or "
+                                 "judge against target_release instead.", details={"status": live.status})
+    if live.failed_groups:
+        module.warn(f"target_endpoint: {live.error}")
+    return live
+
+
+def _check_names(params, observation, profiles, manifests) -> None:
+    known = names.known_names(observation, profiles, manifests)
+    missing = names.unknown(params.get("resources") or [], known, profiles)
+    if missing:
+        raise ConfigurationError(names.describe_unknown("resources", missing))
+
+
+def _check_accept(accept, judgement) -> None:
+    judged = {r.resource for r in judgement.resources} | {f.subject for f in judgement.findings}
+    judged |= {s["resource"] for s in judgement.skipped} | {n["group_version"] for n in judgement.not_stored}
+    missing = {subject: names.closest(subject, judged) for subject in accept if subject not in judged}
+    if missing:
+        shown = ", ".join(f"{s!r}" + (f" (did you mean {' or '.join(c)}?)" if c else "") for s, c in missing.items())
+        raise ConfigurationError(f"accept names {shown}, which this check did not judge: accept only resources, "
+                                 "group/versions or apiservers the report lists.")
+
+
+def judge_cluster(module, options: JudgeOptions, target: Target, profiles, count: bool = True):
+    """Observe every endpoint, judge, count the objects of what is not safe, judge again."""
+    clients = module.endpoint_clients()
+    observation = observe_mod.observe(clients, profiles, resources=options.resources, include=CLUSTER_READS,
+                                      cluster_client=module.client())
+    first = judge(observation, target, profiles, options)
+    pending = [r.resource for r in first.resources if needs_count(r)]
+    if not count or not pending:
+        return observation, first
+    options.counts = observe_mod.count_objects(clients, observation, pending)
+    return observation, judge(observation, target, profiles, options)
+
+
+def run(module) -> dict:
+    params = module.params
+    validate(params)
+    profiles = load_profiles(profiles_file=params["profiles_file"], profiles=params["profiles"])
+    release = profiles.get(params["target_release"]) if params["target_release"] else None
+    manifests = load_target_crds(params["target_crds"]) if params["target_crds"] else None
+    resources = params["resources"] or None
+    live = _live_target(module, profiles, resources) if params["target_endpoint"] else None
+    options = JudgeOptions(resources=resources, record_max_age=params["record_max_age"],
+                           accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]))
+    target = Target(release=release, live=live, crd_manifests=manifests)
+    observation, judgement = judge_cluster(module, options, target, profiles, count=params.get("count_objects", True))
+    if resources:
+        _check_names(params, observation, profiles, manifests)
+    _check_accept(options.accept, judgement)
+    for ep in observation.endpoints:
+        if ep.reachable and ep.failed_groups:
+            module.warn(ep.error or f"apiserver {ep.endpoint}: discovery failed for {', '.join(ep.failed_groups)}")
+    for warning in observation.warnings:
+        module.warn(warning)
+    return result_of(judgement, observation, title=_title(params))
+
+
+def _title(params) -> str:
+    target = params.get("target_release") or params.get("target_endpoint") or "the target CRD manifests"
+    return f"Storage pre-flight for {target}"
+
+
+def result_of(judgement, observation, title: Optional[str] = None) -> dict:
+    ordered = sorted(judgement.resources, key=lambda r: (-VERDICT_ORDER.index(r.verdict), r.resource))
+    blocking = judgement.blocking
+    text = report.render_text(judgement)
+    if blocking:
+        text = f"pre-flight blocks: {len(blocking)} verdict(s) not established safe (accept them by name only with a reason)\n" + text
+    return {
+        "changed": False,
+        "resources": [r.to_dict() for r in ordered],
+        "counts": dict(judgement.counts),
+        "verdict": judgement.worst,
+        "blocking": blocking,
+        "accepted": judgement.accepted,
+        "findings": [f.to_dict() for f in judgement.findings],
+        "not_stored": list(judgement.not_stored),
+        "skipped_resources": list(judgement.skipped),
+        "report_markdown": report.render_markdown(judgement, title=title or ""),
+        "report_text": report.render_table(judgement),
+        "endpoints": [endpoint_summary(ep) for ep in observation.endpoints],
+        "msg": text,
+    }
