@@ -2,7 +2,7 @@
 """Wait until every apiserver reports the same storage hashes (the I/O half of "agree").
 
 A migration run while apiservers disagree is undone by the ones still writing the old version
-(seed 000, HA extension), so the gate polls every endpoint until ``polls`` consecutive observations
+(the enhancement proposal "Automated Storage Version Migration with Storage Version Hash", sig-api-machinery, 2019: its HA section), so the gate polls every endpoint until ``polls`` consecutive observations
 agree, and otherwise fails naming, per disagreeing resource, what each endpoint reports.
 """
 
@@ -12,12 +12,14 @@ import time
 from typing import Dict, List
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import Agreement, AgreementTracker, compare
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import names
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 
-def compare_endpoints(endpoints, resources=None, require_ready=True) -> Agreement:
-    return compare(endpoints, resources=resources, require_ready=require_ready)
+def compare_endpoints(endpoints, resources=None, require_ready=True, ignore=()) -> Agreement:
+    return compare(endpoints, resources=resources, require_ready=require_ready, ignore=ignore)
 
 
 def disagreeing_names(agreement) -> List[str]:
@@ -62,7 +64,9 @@ def describe(agreement, observation=None) -> str:
             shown += ("; " if shown else "") + f"not served by {', '.join(missing)}"
         parts.append(f"{name}: {{{shown}}}")
     if agreement.unreachable:
-        parts.append(f"unreachable: {', '.join(agreement.unreachable)}")
+        errors = {ep.endpoint: ep.error for ep in observation.endpoints} if observation is not None else {}
+        parts.append("cannot establish agreement without " + "; ".join(
+            errors.get(url) or f"apiserver {url} (unreachable)" for url in agreement.unreachable))
     if getattr(agreement, "incomplete", None):
         parts.append(f"discovery incomplete on: {', '.join(agreement.incomplete)}")
     if agreement.unready:
@@ -81,7 +85,10 @@ def wait_for_agreement(clients, profiles, resources, polls: int, interval: float
     observed = 0
     while True:
         observation = observe(clients, profiles, resources=resources, include=(), cluster_client=cluster_client, sleep=sleep)
-        agreement = compare_endpoints(observation.endpoints, resources=resources, require_ready=require_ready)
+        if observed == 0:
+            _refuse_unknown_names(observation, resources)
+        agreement = compare_endpoints(observation.endpoints, resources=resources, require_ready=require_ready,
+                                      ignore=observation.aggregated_group_versions())
         observed += 1
         if on_poll is not None:
             on_poll(observed, agreement, observation)
@@ -90,13 +97,34 @@ def wait_for_agreement(clients, profiles, resources, polls: int, interval: float
         remaining = deadline - clock()
         if remaining <= 0:
             raise DisagreementError(
-                f"apiservers did not agree within {timeout:g}s ({observed} poll(s), {polls} consecutive agreeing "
+                f"{_headline(agreement)} within {timeout:g}s ({observed} poll(s), {polls} consecutive agreeing "
                 f"poll(s) required): {describe(agreement, observation)}. Finish or roll back the upgrade of the "
                 "disagreeing apiservers, then run again.",
                 details={"polls_observed": observed, "hashes": agreement.hashes,
                          "disagreeing": disagreeing_names(agreement), "unready": list(agreement.unready),
                          "unreachable": list(agreement.unreachable)})
         sleep(min(float(interval), max(remaining, 0.0)))
+
+
+def _headline(agreement) -> str:
+    """Say what failed: an apiserver that cannot be read is not a disagreement about storage versions."""
+    if agreement.unreachable and not agreement.disagreeing:
+        return "agreement could not be established"
+    return "apiservers did not agree"
+
+
+def _refuse_unknown_names(observation, resources) -> None:
+    """A name no apiserver serves is a typo (or a record left from an earlier release), not a disagreement."""
+    reachable = [ep for ep in observation.endpoints if ep.reachable]
+    if not resources or not reachable or len(reachable) != len(observation.endpoints):
+        return
+    served = {name for ep in reachable for name in ep.resources}
+    ignore = observation.aggregated_group_versions()
+    missing = {name: names.closest(name, served) for name in resources if name not in served
+               and all(ep.covers(GroupResource.parse(name).group, ignore) for ep in reachable)}
+    if missing:
+        raise ConfigurationError(names.describe_unknown("resources", missing).replace(
+            "no apiserver serves, no StorageState records and no release data knows", "no apiserver serves"))
 
 
 def last_agreement_fields(agreement) -> dict:

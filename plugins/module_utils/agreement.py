@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+
 
 @dataclass
 class Agreement:
@@ -26,12 +28,23 @@ class Agreement:
         return asdict(self)
 
 
-def compare(endpoints, resources: Optional[List[str]] = None, require_ready: bool = True) -> Agreement:
-    """Compare the storage hash of every resource across endpoints; fail closed on anything unseen."""
+def _concerned(ep, names, ignore) -> bool:
+    """Whether a failed discovery on ``ep`` concerns these resources (all of them when no names are given)."""
+    if names is None:
+        return bool([gv for gv in ep.failed_groups if gv not in ignore])
+    return any(ep.failed_for(GroupResource.parse(name).group, ignore) for name in names)
+
+
+def compare(endpoints, resources: Optional[List[str]] = None, require_ready: bool = True, ignore=()) -> Agreement:
+    """Compare the storage hash of every resource across endpoints; fail closed on anything unseen.
+
+    A failed discovery concerns only its own group's resources, and none at all when the group/version is
+    in ``ignore`` (aggregated APIs: their objects are not in this etcd).
+    """
     unreachable = [ep.endpoint for ep in endpoints if not ep.reachable]
     reachable = [ep for ep in endpoints if ep.reachable]
     unready = [ep.endpoint for ep in reachable if not ep.ready]
-    incomplete = [ep.endpoint for ep in reachable if not ep.complete]
+    incomplete = [ep.endpoint for ep in reachable if _concerned(ep, resources or None, ignore)]
     if resources:
         names = list(dict.fromkeys(resources))
     else:

@@ -168,6 +168,7 @@ identity_leases:
 """
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.agree import compare_endpoints, resource_table  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import INCLUDE_CHOICES, observe  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
@@ -193,8 +194,9 @@ def endpoint_result(ep) -> dict:
 def info_result(observation, resources, include) -> dict:
     """The module result from an Observation (kept here, not in observe.py, because it is this module's format)."""
     data = observation.to_dict()
-    agreement = compare_endpoints(observation.endpoints, resources=resources or None, require_ready=False)
-    unreachable = [e.endpoint for e in observation.endpoints if not e.complete]
+    agreement = compare_endpoints(observation.endpoints, resources=resources or None, require_ready=False,
+                                  ignore=observation.aggregated_group_versions())
+    unreachable = [e.endpoint for e in observation.endpoints if not e.reachable] + list(agreement.incomplete)
     return {
         "changed": False,
         "endpoints": [endpoint_result(ep) for ep in observation.endpoints],
@@ -218,6 +220,10 @@ def run(module: KubeUpgradeModule) -> dict:
     observation = observe(clients, load_profiles(), resources=params["resources"] or None, include=params["include"],
                           cluster_client=cluster)
     result = info_result(observation, params["resources"], params["include"])
+    if not any(e.reachable for e in observation.endpoints):
+        raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
+                               + ". Fix the connection (the errors above name the cause) and run again.",
+                               details={"endpoints": result["endpoints"]})
     bad = [e for e in observation.endpoints if not e.complete]
     reachable = len(observation.endpoints) - len(bad)
     result["msg"] = (f"{reachable}/{len(observation.endpoints)} apiserver(s) observed, {len(result['resources'])} resource(s); "
