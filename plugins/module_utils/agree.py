@@ -1,8 +1,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Wait until every apiserver reports the same storage hashes (the I/O half of "agree").
 
-A migration run while apiservers disagree is undone by the ones still writing the old version
-(the enhancement proposal "Automated Storage Version Migration with Storage Version Hash", sig-api-machinery, 2019: its HA section), so the gate polls every endpoint until ``polls`` consecutive observations
+A migration run while apiservers disagree is undone by the ones still writing the old version (the
+HA section of the sig-api-machinery enhancement proposal "Automated Storage Version Migration with
+Storage Version Hash", 2019), so the gate polls every endpoint until ``polls`` consecutive observations
 agree, and otherwise fails naming, per disagreeing resource, what each endpoint reports.
 """
 
@@ -11,8 +12,8 @@ from __future__ import annotations
 import time
 from typing import Dict, List
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import Agreement, AgreementTracker, compare
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import names
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import Agreement, AgreementTracker, compare
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource

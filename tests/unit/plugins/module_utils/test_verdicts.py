@@ -16,8 +16,8 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import (
     EndpointObservation,
     ObjectCount,
-    ObservedApiService,
     Observation,
+    ObservedApiService,
     ObservedResource,
     ObservedStorageVersion,
     StorageStateRecord,
