@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""StorageState bookkeeping (``migration.k8s.io/v1alpha1``), as the trigger controller of seed 000 does it.
+"""StorageState bookkeeping (``migration.k8s.io/v1alpha1``), as kube-storage-version-migrator's trigger controller does it.
 
 The record is the only memory of which storage versions objects *may* still be encoded in: the
 apiserver forgets old storage versions as soon as it switches. So a record starts as ``["Unknown"]``
@@ -255,3 +255,16 @@ def is_stale(record: Optional[StorageStateRecord], now: datetime, max_age_second
     if last is None:
         return True
     return (_aware(now) - last).total_seconds() > float(max_age_seconds)
+
+
+def unserved(name: str, observation) -> bool:
+    """True when no running apiserver serves ``name`` and no CRD defines it: a record left from an earlier release.
+
+    Only when every apiserver answered and its discovery of the resource's group is complete: a group
+    we could not read may serve it. Aggregated APIs keep their objects elsewhere, so they do not count.
+    """
+    if not observation.endpoints or name in observation.crds:
+        return False
+    group = GroupResource.parse(name).group
+    ignore = observation.aggregated_group_versions()
+    return all(ep.covers(group, ignore) and name not in ep.resources for ep in observation.endpoints)

@@ -28,6 +28,7 @@ CONFLICT_ATTEMPTS = 5
 CREATED = "created"
 UPDATED = "updated"
 UNCHANGED = "unchanged"
+REMOVED = "removed"
 _ACTION_WORDS = {records.CREATE: CREATED, records.UPDATE: UPDATED, records.UNCHANGED: UNCHANGED}
 
 
@@ -234,3 +235,23 @@ def observed_hashes(observation, resources=None) -> Dict[str, Dict[str, str]]:
             if res.storage_hash:
                 result.setdefault(name, {})[ep.endpoint] = res.storage_hash
     return result
+
+
+def remove_records(client, names, existing: Dict[str, dict], check_mode: bool) -> List[RecordChange]:
+    """Delete the named records, each guarded by the resourceVersion it was read with (409: changed meanwhile)."""
+    changes = []
+    for name in names:
+        obj = existing.get(name)
+        if obj is None:
+            changes.append(RecordChange(name=name, action=UNCHANGED, before=None, after=None))
+            continue
+        if not check_mode:
+            version = (obj.get("metadata") or {}).get("resourceVersion")
+            body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": version}}
+            try:
+                client.delete(f"{STATES_PATH}/{name}", body=body)
+            except ApiError as error:
+                if error.status != 404:
+                    raise
+        changes.append(RecordChange(name=name, action=REMOVED, before=_view(obj), after=None))
+    return changes

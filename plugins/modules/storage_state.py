@@ -39,6 +39,17 @@ options:
       - Seconds after which an unchanged record's C(lastHeartbeatTime) is refreshed anyway.
     type: int
     default: 600
+  state:
+    description:
+      - V(present) keeps the records up to date (the default).
+      - V(absent) removes records. With O(resources), exactly those records; without, every record of a resource
+        that no apiserver serves and no CRD defines any more (a record left from an earlier release, which the
+        pre-flight skips and which makes nothing else fail). Removing the record of a resource that is still served
+        makes its verdict C(unknown) until the next migration - fail closed, never unsafe.
+      - Removal needs every apiserver to answer with complete discovery; otherwise nothing is removed.
+    type: str
+    choices: [present, absent]
+    default: present
 attributes:
   check_mode:
     description: Reports which records would be created or updated and writes nothing.
@@ -55,6 +66,10 @@ EXAMPLES = r"""
       - https://10.0.0.11:6443
       - https://10.0.0.12:6443
       - https://10.0.0.13:6443
+
+- name: Remove the records of resources that no apiserver serves any more (left from an earlier release)
+  kubeupgrade.storage.storage_state:
+    state: absent
 
 - name: Only two resources, without installing the CRD
   kubeupgrade.storage.storage_state:
@@ -74,7 +89,7 @@ records:
       type: str
       sample: deployments.apps
     action:
-      description: C(created), C(updated) or C(unchanged) (in check mode - what would be done).
+      description: C(created), C(updated), C(unchanged) or, with O(state=absent), C(removed) (in check mode - what would be done).
       type: str
       sample: created
     before:
@@ -109,7 +124,7 @@ diff:
   sample: {"before": {"deployments.apps": null}, "after": {"deployments.apps": {"status": {}}}}
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import records, storage_state_io  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
@@ -121,7 +136,34 @@ def argument_spec() -> dict:
         "resources": {"type": "list", "elements": "str", "default": []},
         "install_crd": {"type": "bool", "default": True},
         "heartbeat_interval": {"type": "int", "default": 600},
+        "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
     }
+
+
+def remove(module: KubeUpgradeModule, observation, cluster) -> dict:
+    """state=absent: the named records, or every record nothing serves any more."""
+    names = module.params["resources"]
+    incomplete = [e.endpoint for e in observation.endpoints if not e.complete]
+    if not names and incomplete:
+        raise KubeUpgradeError("state=absent without resources removes the records of resources no apiserver serves, "
+                               f"which cannot be told while {', '.join(incomplete)} is not fully observed: fix it, or "
+                               "name the records in resources.")
+    existing = storage_state_io.read_records(cluster)
+    if not names:
+        names = sorted(name for name in existing if records.unserved(name, observation))
+    changes = storage_state_io.remove_records(cluster, names, existing, module.check_mode)
+    removed = [c for c in changes if c.action == storage_state_io.REMOVED]
+    result = {
+        "changed": bool(removed),
+        "records": [c.to_dict() for c in changes],
+        "crd_installed": False,
+        "unreachable_endpoints": [e.endpoint for e in observation.endpoints if not e.reachable],
+        "msg": ("would remove " if module.check_mode else "removed ") + f"{len(removed)} StorageState record(s)"
+               + (f": {', '.join(c.name for c in removed)}" if removed else ""),
+    }
+    if module.diff_mode:
+        result["diff"] = {"before": {c.name: c.before for c in removed}, "after": {c.name: None for c in removed}}
+    return result
 
 
 def run(module: KubeUpgradeModule) -> dict:
@@ -129,13 +171,15 @@ def run(module: KubeUpgradeModule) -> dict:
     if params["heartbeat_interval"] < 1:
         raise ConfigurationError(f"heartbeat_interval must be at least 1 second, got {params['heartbeat_interval']}.")
     cluster = module.client()
-    observation = observe(module.endpoint_clients(), load_profiles(), resources=params["resources"] or None, include=(),
-                          cluster_client=cluster)
+    wanted = None if params["state"] == "absent" else params["resources"] or None
+    observation = observe(module.endpoint_clients(), load_profiles(), resources=wanted, include=(), cluster_client=cluster)
     unreachable = [e.endpoint for e in observation.endpoints if not e.reachable]
     if len(unreachable) == len(observation.endpoints):
         raise KubeUpgradeError(
             "No apiserver could be observed, so no storage hash can be recorded: "
             + "; ".join(e.error or e.endpoint for e in observation.endpoints))
+    if params["state"] == "absent":
+        return remove(module, observation, cluster)
     for ep in observation.endpoints:
         if not ep.complete:
             module.warn(f"{ep.error} - its storage hashes are not recorded in this run")

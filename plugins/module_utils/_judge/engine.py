@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import List
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery, records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import evidence as ev_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import findings as findings_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import steps, views
@@ -79,20 +79,16 @@ def _is_custom(name, observation, target) -> bool:
     return name in observation.crds or name in (target.crd_manifests or {})
 
 
-def _stale(name, ev, view, observation) -> bool:
+def _stale(name, view, observation) -> bool:
     """A record of a resource that no running apiserver serves and the target does not have either."""
-    if view.exists or name in observation.crds or name not in observation.storage_states:
-        return False
-    endpoints = observation.endpoints
-    ignore = observation.aggregated_group_versions()
-    return bool(endpoints) and all(ep.covers(ev.group, ignore) and name not in ep.resources for ep in endpoints)
+    return not view.exists and name in observation.storage_states and records.unserved(name, observation)
 
 
 def _judge_one(name, observation, target, profiles, options):
     ev = ev_mod.gather(name, observation, target, profiles, options)
     is_custom = _is_custom(name, observation, target)
     view = views.custom_view(name, observation, target) if is_custom else views.builtin_view(name, target, profiles)
-    if _stale(name, ev, view, observation):
+    if _stale(name, view, observation):
         return {"resource": name, "reason": f"no running apiserver serves {name} and the target has no such resource: "
                                             "its StorageState record is left from an earlier release",
                 "next_step": f"remove the record (kubeupgrade.storage.storage_state with state=absent and resources: "

@@ -107,10 +107,22 @@ def _json(doc, content_type="application/json"):
     return 200, content_type, json.dumps(doc, separators=(",", ":")).encode(), {}
 
 
+def _unavailable():
+    """What kube-aggregator answers for an APIService whose backend is down (handler_proxy.go): a plain 503."""
+    return errors.ApiError(503, b"service unavailable\n")
+
+
 def serve(api, path, accept):
-    """Answer a discovery GET; unknown groups and versions get the real text/plain 404."""
+    """Answer a discovery GET; unknown groups and versions get the real text/plain 404.
+
+    Aggregated APIServices registered through the admin interface are listed in ``/apis``; their group
+    and group/version documents come from their backend, which is down: 503, as the aggregator answers.
+    """
     parts = path.strip("/").split("/")
     groups = _groups(api)
+    aggregated_down = getattr(api.server.plane, "aggregated", {})
+    if len(parts) >= 2 and parts[0] == "apis" and parts[1] in aggregated_down and parts[1] not in groups:
+        raise _unavailable()
     aggregated = "as=APIGroupDiscoveryList" in accept and "v=v2" in accept
     if parts == ["api"]:
         if aggregated:
@@ -123,8 +135,9 @@ def serve(api, path, accept):
     if parts == ["apis"]:
         if aggregated:
             return _json(_aggregated(groups, named), AGGREGATED_V2)
-        return _json({"kind": "APIGroupList", "apiVersion": "v1",
-                      "groups": [_api_group(g, groups[g]) for g in named]})
+        listed = [_api_group(g, groups[g]) for g in named]
+        listed += [_api_group(g, {v: [] for v in versions}) for g, versions in sorted(aggregated_down.items()) if g not in groups]
+        return _json({"kind": "APIGroupList", "apiVersion": "v1", "groups": listed})
     group = parts[1]
     if not group or group not in groups:
         raise errors.page_not_found()

@@ -60,6 +60,12 @@ class AdminClient:
         return self._call("put_raw", resource=resource, namespace=namespace, name=name,
                           encoded_version=encoded_version, obj=obj)
 
+    def add_apiservice(self, group, version, service="kube-system/metrics-server", available=False):
+        return self._call("add_apiservice", group=group, version=version, service=service, available=available)
+
+    def delete_raw(self, resource, namespace, name):
+        return self._call("delete_raw", resource=resource, namespace=namespace, name=name)
+
     def stored_objects(self, resource):
         return self._call("stored_objects", resource=resource)
 

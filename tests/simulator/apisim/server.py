@@ -344,6 +344,7 @@ class ControlPlane:
         self.front = None
         self.admin_httpd = None
         self.controllers = controllers.Controllers(self)
+        self.aggregated = {}  # group -> versions of aggregated APIServices whose backend is down
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def start(self, seed_names=()):
@@ -536,6 +537,29 @@ class ControlPlane:
         for apiserver in self.apiservers:
             apiserver.requests = 0
             apiserver.by_path.clear()
+
+    def admin_add_apiservice(self, group, version, service="kube-system/metrics-server", available=False):
+        """Register an aggregated APIService (an APIService object with spec.service). Its backend is down: the
+        group is listed in /apis and its discovery answers 503, as a real aggregator's does."""
+        namespace, _unused, name = service.partition("/")
+        api = self.apiservers[0].api
+        condition = {"type": "Available", "status": "True" if available else "False",
+                     "reason": "Passed" if available else "FailedDiscoveryCheck",
+                     "message": "all checks passed" if available else f"failing or missing response from https://{name}:443"}
+        self.ensure(api, "apiregistration.k8s.io", "v1", "apiservices", None, {
+            "metadata": {"name": f"{version}.{group}"},
+            "spec": {"group": group, "version": version, "service": {"namespace": namespace, "name": name, "port": 443},
+                     "groupPriorityMinimum": 100, "versionPriority": 100, "insecureSkipTLSVerify": True},
+            "status": {"conditions": [condition]}})
+        if not available:
+            self.aggregated.setdefault(group, []).append(version)
+        return f"{version}.{group}"
+
+    def admin_delete_raw(self, resource, namespace, name):
+        """Delete one object's key from the store, as etcdctl del does (no API call, no decoding)."""
+        group, plural = _kubectl_name(resource)
+        with self.store.lock:
+            return self.store.delete(storage_key(group, plural), namespace or None, name) is not None
 
     def admin_seed(self, name):
         return seeds.seed(self, name)
