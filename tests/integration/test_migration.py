@@ -185,16 +185,17 @@ def test_expired_continue_token_continues_from_fallback(plane, capsys):
 
 
 def test_expired_token_via_checkpoint_resume(plane, capsys, tmp_path):
-    """A checkpoint older than the compaction window resumes through the server's fallback token."""
+    """A resumed checkpoint whose token expired continues through the server's fallback token, then verifies."""
     from ansible_collections.kubeupgrade.storage.plugins.module_utils import client as client_mod
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client as mc
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import MigrationError
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
     put_configmaps(plane, 30, version="v1")
     api = client_mod.ApiClient(client_mod.ConnectionSettings.from_params({"kubeconfig": plane.kubeconfig}))
-    target = mc.ResourceTarget(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "h")
-    checkpoint = str(tmp_path / "cp.json")
+    target = mig.ResourceTarget(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "h")
+    store = cp.FileStore(str(tmp_path))
     calls = []
 
     def gate():
@@ -202,11 +203,13 @@ def test_expired_token_via_checkpoint_resume(plane, capsys, tmp_path):
         if len(calls) == 2:
             raise MigrationError("interrupted")
 
+    options = mig.ClientOptions(chunk_size=10)
     with pytest.raises(MigrationError):
-        mc.ClientMigrator(api, target, chunk_size=10, checkpoint=checkpoint, gate=gate, gate_interval=0).run()
+        mig.ClientMigrator(api, target, options, mig.RunIdentity("a", api.endpoint), store).configure(
+            hooks=mig.Hooks(gate=gate, gate_interval=0)).run()
     plane.admin.compact()
-    progress = mc.ClientMigrator(api, target, chunk_size=10, checkpoint=checkpoint).run()
-    assert progress.resumed and progress.expired_tokens == 1
+    progress = mig.ClientMigrator(api, target, options, mig.RunIdentity("b", api.endpoint), store).run()
+    assert progress.resumed and progress.expired_tokens == 1 and progress.verification_pass and progress.verified
     assert {v[0] for v in snapshot(plane, "configmaps").values()} == {"v1"}
 
 
@@ -218,7 +221,14 @@ def test_denied_update_names_the_object_and_changes_nothing(plane, capsys):
     failed, result = run(plane, capsys, resources=["configmaps"], backend="client", chunk_size=4, concurrency=1)
     assert failed
     assert "configmaps demo/old-0005" in result["msg"] and "frozen" in result["msg"] and "422" in result["msg"]
-    assert contents(snapshot(plane, "configmaps")) == contents(before)
+    after = snapshot(plane, "configmaps")
+    assert contents(after) == contents(before)
+    entry = result["error"]["migrations"][0]
+    assert [f["object"] for f in entry["failed_objects"]] == ["configmaps demo/old-0005"]
+    # the resource went on: every other object is rewritten, the denied one is still in its old encoding
+    assert {k for k, v in after.items() if v[0] != "v1"} == set()  # configmaps' old and new encodings are both v1
+    assert entry["objects_migrated"] == len(before) - 1 and entry["status"] == "failed"
+    assert (_storage_state(plane, "configmaps") or {}).get("persistedStorageVersionHashes") != [entry["storage_hash"]]
 
 
 def test_undecodable_object_gives_a_clear_decode_error(plane, capsys):
