@@ -298,6 +298,12 @@ skipped_resources:
   type: list
   elements: dict
   sample: [{"resource": "configmaps", "reason": "StorageState says every object is stored as qFsyl6wFWjQ= already"}]
+stale_records:
+  description: Resources skipped because no apiserver serves them (StorageState records left from an earlier release).
+  returned: always
+  type: list
+  elements: str
+  sample: [flunders.wardle.example.com]
 summary:
   description: A table of every resource (status, backend, objects, failed, seconds) and every skipped one, line by line.
   returned: always

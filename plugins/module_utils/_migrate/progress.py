@@ -19,7 +19,7 @@ import time
 from typing import Dict, List, Optional
 
 HEARTBEAT_SUFFIX = ".alive"
-HEARTBEAT_TIMEOUT = 20.0
+HEARTBEAT_TIMEOUT = 10.0
 
 
 def rate_line(resource: str, done: int, total: Optional[int], seconds: float) -> str:

@@ -327,7 +327,8 @@ def run(mod) -> dict:
     """The module's whole task; returns its result or raises ``KubeUpgradeError`` with the same keys in details."""
     run_ = _prepare(mod)
     selection, agreement = _select(run_)
-    result = {"changed": False, "migrations": [], "skipped_resources": selection.skipped, "summary": []}
+    result = {"changed": False, "migrations": [], "skipped_resources": selection.skipped, "summary": [],
+              "stale_records": [s["resource"] for s in selection.skipped if s["reason"] == plan.STALE_REASON]}
     if not selection.selected:
         result["msg"] = "Nothing to migrate."
         result["summary"] = summary_table([], selection.skipped)
