@@ -304,3 +304,55 @@ def test_stuck_cluster_migration_on_undecodable_object_is_stopped_with_a_reason(
     assert time.monotonic() - started < 30  # the stall is noticed long before the timeout
     group = "migration.k8s.io" if backend == "sigs" else "storagemigration.k8s.io"
     assert plane.admin.stored_objects(f"storageversionmigrations.{group}") == []  # the stuck object was deleted
+
+
+# -- bounded, locked, stormed ---------------------------------------------------------------------------------
+
+def test_tiny_qps_and_a_short_timeout_end_at_the_deadline(plane, capsys):
+    put_configmaps(plane, 30, version="v1")
+    before = snapshot(plane, "configmaps")
+    started = time.monotonic()
+    failed, result = run(plane, capsys, resources=["configmaps"], backend="client", qps=0.01, timeout=5, chunk_size=5)
+    elapsed = time.monotonic() - started
+    assert failed and ("timed out" in result["msg"] or "timeout" in result["msg"]), result["msg"]
+    assert elapsed < 5 + 5, elapsed  # the whole task, observation included, ends within a few seconds of it
+    assert contents(snapshot(plane, "configmaps")) == contents(before)
+    assert _storage_state(plane, "configmaps") is None or _storage_state(plane, "configmaps").get(
+        "persistedStorageVersionHashes") != [result["error"]["migrations"][0]["storage_hash"]]
+
+
+def test_a_storm_of_twenty_429_with_retry_after_is_ridden_out(plane, capsys):
+    put_configmaps(plane, 20, version="v1")
+    before = snapshot(plane, "configmaps")
+    plane.admin.fault("status", code=429, retry_after=1, count=20, method="PATCH")
+    failed, result = run(plane, capsys, resources=["configmaps"], backend="client", chunk_size=50, concurrency=1,
+                         timeout=120)
+    assert not failed, result["msg"]
+    entry = result["migrations"][0]
+    assert entry["progress"]["retries"] >= 20 and entry["verified"] and entry["objects_failed"] == 0
+    assert contents(snapshot(plane, "configmaps")) == contents(before)
+
+
+def test_a_second_run_waits_for_the_lease_and_fails_naming_the_holder(plane, capsys):
+    holder = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+              "metadata": {"name": "kubeupgrade-storage-migration-configmaps", "namespace": "kube-system"},
+              "spec": {"holderIdentity": "other-run@elsewhere", "leaseDurationSeconds": 3600,
+                       "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}}
+    plane.admin.put_raw("leases.coordination.k8s.io", "kube-system", holder["metadata"]["name"],
+                        "coordination.k8s.io/v1", holder)
+    put_configmaps(plane, 5, version="v1")
+    before = snapshot(plane, "configmaps")
+    started = time.monotonic()
+    failed, result = run(plane, capsys, resources=["configmaps"], backend="client", timeout=4)
+    assert failed and "other-run@elsewhere" in result["msg"], result["msg"]
+    assert time.monotonic() - started < 4 + 5
+    assert snapshot(plane, "configmaps") == before  # not a single write while someone else holds the Lease
+
+
+def test_the_lease_is_released_after_a_run(plane, capsys):
+    put_configmaps(plane, 5, version="v1")
+    failed, result = run(plane, capsys, resources=["configmaps"], backend="client")
+    assert not failed, result["msg"]
+    lease = [o["object"] for o in plane.admin.stored_objects("leases.coordination.k8s.io")
+             if o["name"] == "kubeupgrade-storage-migration-configmaps"]
+    assert lease and not lease[0]["spec"].get("holderIdentity")
