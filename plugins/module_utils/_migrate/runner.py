@@ -362,5 +362,3 @@ def _failed_objects(entry: dict) -> str:
     names = ", ".join(f"{o['object']} ({o['status']} {o['reason']}: {o['message']})" for o in objects[:5])
     return (f"{entry.get('objects_failed')} objects failed: {names}. Fix the cause and re-run; the record was not "
             "changed.")
-
-

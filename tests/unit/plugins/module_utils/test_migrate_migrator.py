@@ -146,7 +146,7 @@ def _resp(doc):
 
 
 TARGET = mig.ResourceTarget(GroupResource("", "configmaps"), "v1", namespaced=True, kind="ConfigMap",
-                           storage_hash="qFsyl6wFWjQ=")
+                            storage_hash="qFsyl6wFWjQ=")
 FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.02)
 
 
@@ -156,7 +156,6 @@ def migrator(server, sleeps=None, store=None, hooks=None, deadline=None, run_id=
     sleep = sleeps.append if sleeps is not None else (lambda _s: None)
     migrator = mig.ClientMigrator(server, TARGET, mig.ClientOptions(**options), mig.RunIdentity(run_id, ENDPOINT), store)
     return migrator.configure(deadline=deadline, hooks=hooks, sleep=sleep)
-
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
