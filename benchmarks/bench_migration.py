@@ -96,9 +96,9 @@ def bare_loop(state, concurrency):
     return done
 
 
-def migrator(state, concurrency, method):
+def migrator(state, concurrency, _method):
     from ansible_collections.kubeupgrade.storage.plugins.module_utils import client as client_mod
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client as mc
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mc
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
     settings = client_mod.ConnectionSettings.from_params({"host": state["endpoint"], "api_key": state["token"],
@@ -111,7 +111,7 @@ def migrator(state, concurrency, method):
             return LIST_PATH
 
     target = Namespaced(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "bench")
-    progress = mc.ClientMigrator(api, target, chunk_size=500, concurrency=concurrency, write_method=method).run()
+    progress = mc.ClientMigrator(api, target, mc.ClientOptions(chunk_size=500, concurrency=concurrency)).run()
     return progress.objects_migrated
 
 
@@ -121,7 +121,7 @@ def child(args):
     import urllib3  # noqa: F401  (imports happen before the measurement: only the run's own memory counts)
 
     if args.method != "bare":
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client  # noqa: F401
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as _unused  # noqa: F401
     with PeakRss() as rss:
         started = time.perf_counter()
         if args.method == "bare":
@@ -146,7 +146,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--counts", type=int, nargs="+", default=[10000, 100000])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--methods", nargs="+", default=["bare", "put", "apply"])
+    parser.add_argument("--methods", nargs="+", default=["bare", "client"])
     parser.add_argument("--child")
     parser.add_argument("--method")
     args = parser.parse_args()

@@ -16,18 +16,34 @@ description:
     While a migration runs the module keeps checking (between chunks, or between status polls); when the apiservers
     stop agreeing it stops the migration (deleting a pending or running migration object) and fails, naming the
     endpoints and their hashes."
-  - "Backends: the in-tree C(storagemigration.k8s.io) API (v1, v1beta1 or v1alpha1, whichever the cluster serves,
-    newest first), kube-storage-version-migrator (C(migration.k8s.io/v1alpha1), when its CRDs are installed), or
-    the built-in client-side migrator, which works on any cluster."
-  - "The client-side migrator lists in chunks (C(limit)/C(continue)) and writes each object back unchanged with a
-    minimal server-side apply patch carrying the object's C(uid) and C(resourceVersion) as preconditions (like the
-    in-tree controller), so a changed object gets 409 and a deleted one is never re-created. 409 and 404 count as
-    done. Expired list tokens (410) continue from the server's fallback token. 429, 500, 503, timeouts and dropped
-    connections are retried with bounded jittered backoff honouring C(Retry-After). A decode failure (an object
-    stored in a version the apiserver cannot read) is reported with what, where and what to do, not retried. Any
-    other refusal (403, 405, 422, an admission webhook) stops that resource with the object named."
-  - "The client-side migrator saves a checkpoint after each finished chunk in O(checkpoint_dir), so an interrupted
-    run resumes from the last finished chunk. The file is removed when the resource is done."
+  - "Backends: the built-in client-side migrator (the default: it works on any cluster and is the fastest), the
+    in-tree C(storagemigration.k8s.io) API (v1, v1beta1 or v1alpha1, whichever the cluster serves, newest first), or
+    kube-storage-version-migrator (C(migration.k8s.io/v1alpha1), when its CRDs are installed). Up to
+    O(parallel_resources) resources migrate at the same time."
+  - "The client-side migrator lists object metadata only, in chunks (C(limit)/C(continue),
+    C(as=PartialObjectMetadataList)), and writes each object back with a server-side apply patch carrying only its
+    identity and its C(uid) and C(resourceVersion) as preconditions (like the in-tree controller): the apiserver
+    re-encodes it in the current storage version and changes nothing else; a changed object gets 409 and a deleted one
+    is never re-created. 409 and 404 count as done. Expired list tokens (410) continue from the server's fallback
+    token. 429, 5xx, timeouts and dropped connections are retried within a time budget, honouring C(Retry-After)
+    with jitter. An object that is refused (an admission policy, validation, RBAC) or keeps failing is reported by
+    name and the resource goes on, up to O(max_failures) objects; a resource with any failed object is not recorded
+    as migrated. A decode failure on LIST (an object stored in a version the apiserver cannot read) stops the
+    resource with what, where and what to do."
+  - "The client-side migrator saves a checkpoint after each finished chunk in O(checkpoint_dir), with the run's
+    identity, the storage hash and the time. A checkpoint for another hash or older than the apiserver's
+    continue-token lifetime (5 minutes) is discarded with a message. A run that resumed from a checkpoint ends with a
+    verification pass over every object before anything is recorded: a StorageState record says C([current]) only
+    after this run went over every object and none failed."
+  - "O(timeout) is a hard deadline for the whole task: chunks, the rate limiter, retries, Lease waits and status polls
+    all stop at it."
+  - "Locking: one migration per resource at a time across the cluster, through a C(coordination.k8s.io/v1) Lease
+    C(kube-system/kubeupgrade-storage-migration-<resource>) held by the run (identity and host), renewed while
+    running, released at the end and taken over only after it expired. A second run waits within its O(timeout), then
+    fails naming the holder. A run whose playbook was killed, or that cannot renew its Lease, stops between chunks
+    without writing a record."
+  - "Progress: through the collection's action plugin, a line per resource as it finishes and, for a long resource, a
+    line at least every 10 seconds (done/total, rate, ETA); the result has a C(summary) table."
   - A migration whose status does not change for O(stall_timeout) is stopped and reported with the likely cause
     (the in-tree controller leaves a migration of a nonexistent resource pending forever; kube-storage-version-migrator
     retries a failing LIST forever while reporting Running).
@@ -50,8 +66,12 @@ options:
     description:
       - V(resources) migrates O(resources). V(from_check) runs the pre-flight (as M(kubeupgrade.storage.storage_version_check)
         does) for O(target_release) and O(target_crds) and migrates every resource judged C(needs_migration) or C(unknown).
+      - V(from_records) migrates every resource whose StorageState record is not exactly C([current hash]) (C(Unknown),
+        several hashes, or another one) and every CRD whose C(status.storedVersions) lists more than one version.
+      - With V(from_records) and V(from_check), a record of a resource no apiserver serves (left from an earlier release)
+        is skipped with that reason instead of failing.
     type: str
-    choices: [resources, from_check]
+    choices: [resources, from_check, from_records]
     default: resources
   target_release:
     description: Kubernetes release the control plane is upgraded (or rolled back) to, for O(select=from_check).
@@ -69,20 +89,22 @@ options:
     type: dict
   backend:
     description:
-      - V(auto) picks the in-tree API if served, else kube-storage-version-migrator if its CRDs are installed, else
-        the client-side migrator. A forced backend the cluster does not serve is an error.
+      - V(auto) and V(client) use the built-in client-side migrator (faster than the cluster-side controllers, which
+        wait for their caches, and it names every object that fails). V(intree) and V(sigs) drive the cluster's
+        controller; a forced backend the cluster does not serve is an error.
     type: str
     choices: [auto, intree, sigs, client]
     default: auto
   wait:
     description:
       - Wait for the in-tree or kube-storage-version-migrator migrations to succeed. With V(false) the migration objects
-        are created and the module returns at once, without updating records (nothing proves the migration finished).
+        are created and the module returns at once with status C(started), without updating records (nothing proves
+        the migration finished).
       - The client-side migrator always runs to completion.
     type: bool
     default: true
   timeout:
-    description: Seconds to wait for each resource's migration; then the task fails (the checkpoint allows resuming).
+    description: Hard deadline in seconds for the whole task (every resource); then the task fails (the checkpoint allows resuming).
     type: float
     default: 1800
   stall_timeout:
@@ -96,11 +118,21 @@ options:
     type: float
     default: 2
   concurrency:
-    description: Parallel writes of the client-side migrator.
+    description: Parallel writes of the client-side migrator, per resource.
     type: int
     default: 4
+  parallel_resources:
+    description: Resources migrated at the same time.
+    type: int
+    default: 4
+  max_failures:
+    description:
+      - Objects of one resource that may fail (refused or still failing after retries) before the resource stops.
+        Every failed object is listed in the result; a resource with any failed object is not recorded as migrated.
+    type: int
+    default: 10
   qps:
-    description: Request-per-second limit of the client-side migrator (lists and writes); C(0) means no limit.
+    description: Request-per-second limit of the client-side migrator (lists and writes) per resource; C(0) means no limit, else at least C(0.01).
     type: float
     default: 0
   chunk_size:
@@ -118,12 +150,29 @@ options:
         The value is validated first, because the real C(/status) accepts values that then block every CRD update.
     type: bool
     default: true
+  keep_migration_objects:
+    description: Keep succeeded in-tree or kube-storage-version-migrator migration objects; by default they are deleted once recorded.
+    type: bool
+    default: false
+  lock:
+    description: Take a C(coordination.k8s.io/v1) Lease per resource while migrating it.
+    type: bool
+    default: true
+  lock_duration:
+    description: Seconds a Lease stays valid without renewal (it is renewed every third of it).
+    type: int
+    default: 30
+  progress_file:
+    description:
+      - A file the module rewrites with progress lines while it runs. Set by the collection's action plugin, which
+        prints them; leave unset.
+    type: path
   checkpoint_dir:
     description:
       - Directory for the client-side migrator's checkpoints, one file per cluster and resource
         (C(storage-migration-<cluster id>-<resource>.json)), on the host running the module.
       - Default is C(~/.ansible/tmp/kubeupgrade-storage-migration), or the module's temporary directory if that
-        cannot be created.
+        cannot be created. A directory that cannot be written is an error before any request.
     type: path
 attributes:
   check_mode:
@@ -133,16 +182,18 @@ attributes:
     description: Object contents never change, so there is no diff.
     support: none
 notes:
-  - "RBAC needed: C(list) and C(patch) on the migrated resources (client-side), C(create), C(get) and C(delete) on
-    C(storageversionmigrations) (in-tree or sigs), C(get), C(create), C(update) on C(storagestates) and their status,
-    C(get) and C(update) on C(customresourcedefinitions/status)."
+  - "RBAC: see the collection's C(rbac/) ClusterRoles (C(kubeupgrade-storage-migrate)): C(list) and C(patch) on the
+    migrated resources (client-side), C(create), C(get) and C(delete) on C(storageversionmigrations) (in-tree or sigs),
+    C(get), C(list), C(create), C(update) on C(storagestates) and C(storagestates/status), C(get) on
+    C(customresourcedefinitions) and C(update) on C(customresourcedefinitions/status), and C(get), C(create),
+    C(update) on C(leases) in C(kube-system)."
 seealso:
   - module: kubeupgrade.storage.storage_version_check
   - module: kubeupgrade.storage.storage_version_agreement
 """
 
 EXAMPLES = r"""
-- name: Migrate secrets and a custom resource with whatever the cluster offers
+- name: Migrate secrets and a custom resource with the client-side migrator
   kubeupgrade.storage.storage_migration:
     kubeconfig: ~/.kube/config
     endpoints: [https://10.0.0.11:6443, https://10.0.0.12:6443, https://10.0.0.13:6443]
@@ -153,10 +204,13 @@ EXAMPLES = r"""
     select: from_check
     target_release: "1.33"
     target_crds: [files/widgets-crd-v2.yaml]
-    backend: client
     concurrency: 8
     qps: 200
   register: migration
+
+- name: Migrate every resource whose StorageState record is not exactly the current version
+  kubeupgrade.storage.storage_migration:
+    select: from_records
 
 - name: Only report what would be migrated
   kubeupgrade.storage.storage_migration:
@@ -188,9 +242,31 @@ migrations:
       type: str
       sample: widgets.example.com-x8rdp
     status:
-      description: C(succeeded), C(would_migrate) (check mode), or the last phase seen with O(wait=false).
+      description: C(succeeded), C(failed), C(would_migrate) (check mode), or C(started) with O(wait=false).
       type: str
       sample: succeeded
+    verified:
+      description: This run went over every object (or the cluster-side controller reported success) and none failed.
+      type: bool
+    objects_failed:
+      description: Objects that failed (client-side only).
+      type: int
+    failed_objects:
+      description: Every failed object (up to 100) with C(object), C(status), C(reason), C(message) and C(why).
+      type: list
+      elements: dict
+    seconds:
+      description: Time this resource took.
+      type: float
+    lease:
+      description: Name of the Lease held in C(kube-system) while migrating.
+      type: str
+    error:
+      description: Why this resource failed (failed entries only).
+      type: str
+    migration_object_deleted:
+      description: Whether the succeeded migration object was deleted (cluster-side backends).
+      type: bool
     storage_hash:
       description: The storage hash every apiserver agreed on, which the objects are now stored in.
       type: str
@@ -204,7 +280,8 @@ migrations:
       type: int
       sample: 0
     progress:
-      description: Client-side counters (objects_written, conflicts, gone, chunks, retries, expired_tokens, list_restarts, resumed).
+      description: Client-side counters (objects_written, conflicts, gone, failed, chunks, retries, expired_tokens,
+        list_restarts, resumed, verification_pass, checkpoint_discarded).
       type: dict
     record:
       description: What happened to the StorageState record.
@@ -221,6 +298,17 @@ skipped_resources:
   type: list
   elements: dict
   sample: [{"resource": "configmaps", "reason": "StorageState says every object is stored as qFsyl6wFWjQ= already"}]
+stale_records:
+  description: Resources skipped because no apiserver serves them (StorageState records left from an earlier release).
+  returned: always
+  type: list
+  elements: str
+  sample: [flunders.wardle.example.com]
+summary:
+  description: A table of every resource (status, backend, objects, failed, seconds) and every skipped one, line by line.
+  returned: always
+  type: list
+  elements: str
 backend:
   description: The backend chosen and why.
   returned: when something is selected
@@ -228,31 +316,14 @@ backend:
   sample: {"backend": "intree", "api_version": "storagemigration.k8s.io/v1", "reason": "the cluster serves ..."}
 """
 
-import time  # noqa: E402
-
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_backends as backends  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client as mc  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import migration_plan as plan  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import compare  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (  # noqa: E402
-    ApiError,
-    ConfigurationError,
-    DisagreementError,
-    KubeUpgradeError,
-    MigrationError,
-)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, runner  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds  # noqa: E402
 
 
 def argument_spec() -> dict:
     return {
         "resources": {"type": "list", "elements": "str", "default": []},
-        "select": {"type": "str", "choices": ["resources", "from_check"], "default": "resources"},
+        "select": {"type": "str", "choices": list(plan.SELECT_MODES), "default": "resources"},
         "target_release": {"type": "str"},
         "target_crds": {"type": "list", "elements": "raw", "default": []},
         "profiles_file": {"type": "path"},
@@ -263,176 +334,23 @@ def argument_spec() -> dict:
         "stall_timeout": {"type": "float", "default": 300.0},
         "poll_interval": {"type": "float", "default": 2.0},
         "concurrency": {"type": "int", "default": 4},
+        "parallel_resources": {"type": "int", "default": 4},
         "qps": {"type": "float", "default": 0.0},
         "chunk_size": {"type": "int", "default": 500},
+        "max_failures": {"type": "int", "default": 10},
         "update_records": {"type": "bool", "default": True},
         "prune_crd_stored_versions": {"type": "bool", "default": True},
+        "keep_migration_objects": {"type": "bool", "default": False},
+        "lock": {"type": "bool", "default": True},
+        "lock_duration": {"type": "int", "default": 30},
         "checkpoint_dir": {"type": "path"},
+        "progress_file": {"type": "path"},
     }
-
-
-def check_params(params: dict) -> None:
-    """Argument errors AnsibleModule cannot express, found before any request."""
-    if params["select"] == "resources" and not params["resources"]:
-        raise ConfigurationError("Set 'resources' (for example [secrets, widgets.example.com]), or select: from_check.")
-    if params["select"] == "from_check":
-        if params["resources"]:
-            raise ConfigurationError("'resources' and select: from_check are mutually exclusive.")
-        if not params.get("target_release") and not params.get("target_crds"):
-            raise ConfigurationError("select: from_check needs 'target_release' and/or 'target_crds'.")
-    for name in params["resources"]:
-        try:
-            GroupResource.parse(name)
-        except ValueError as error:
-            raise ConfigurationError(f"'resources': {error}") from None
-    for name, low in (("timeout", 1), ("concurrency", 1), ("chunk_size", 1), ("poll_interval", 0.05)):
-        if params[name] < low:
-            raise ConfigurationError(f"'{name}' must be at least {low}, got {params[name]}.")
-    for name in ("qps", "stall_timeout"):
-        if params[name] < 0:
-            raise ConfigurationError(f"'{name}' must not be negative, got {params[name]}.")
-
-
-def _verdicts(observation, profiles, params) -> list:
-    release = profiles.get(params["target_release"]) if params.get("target_release") else None
-    manifests = load_target_crds(params["target_crds"]) if params.get("target_crds") else None
-    judgement = verdicts.judge(observation, verdicts.Target(release=release, crd_manifests=manifests), profiles)
-    return [{"resource": v.resource, "verdict": v.verdict} for v in judgement.resources]
-
-
-def _crd_object(cluster, name):
-    """The CRD named like the resource, read directly (None for a built-in): the guard compares it after."""
-    try:
-        return cluster.get(f"{backends.CRD_PATH}/{name}")
-    except ApiError as error:
-        if error.status == 404:
-            return None
-        raise
-
-
-def _observed(observation, name):
-    for endpoint in observation.endpoints:
-        if name in endpoint.resources:
-            return endpoint.resources[name]
-    return None
-
-
-def run(mod) -> dict:
-    params = mod.params
-    check_params(params)
-    profiles = load_profiles(params.get("profiles_file"), params.get("profiles"))
-    clients = mod.endpoint_clients()
-    cluster = mod.client()
-    requested = [GroupResource.parse(n).name for n in params["resources"]] or None
-    observation = observe(clients, profiles, resources=requested, include=("crds", "storage_states"),
-                          cluster_client=cluster)
-    verdict_list = _verdicts(observation, profiles, params) if params["select"] == "from_check" else None
-    names = requested or [v["resource"] for v in verdict_list or []]
-    agreement = compare(observation.endpoints, names, require_ready=True)
-    current = {}
-    for name in names:
-        values = set((agreement.hashes.get(name) or {}).values())
-        current[name] = values.pop() if len(values) == 1 else None
-    selection = plan.select_resources(requested, verdict_list, observation.storage_states, current, observation.crds)
-    result = {"changed": False, "migrations": [], "skipped_resources": selection.skipped}
-    if not selection.selected:
-        result["msg"] = "Nothing to migrate."
-        return result
-    for name in selection.selected:
-        if not agreement.agreed or not current.get(name) or name in agreement.disagreeing:
-            raise DisagreementError(
-                f"Not starting the migration of {name}: the apiservers do not agree "
-                f"({backends.describe_disagreement(name, agreement)}). Wait until every apiserver runs the same release "
-                "(storage_version_agreement), then re-run.",
-                details={"resource": name, "hashes": agreement.hashes.get(name) or {},
-                         "unreachable": agreement.unreachable, "unready": agreement.unready})
-    try:
-        choice = plan.choose_backend(backends.served_migration_apis(cluster), params["backend"])
-    except ValueError as error:
-        raise ConfigurationError(str(error)) from None
-    result["backend"] = {"backend": choice.backend, "api_version": choice.api_version, "reason": choice.reason}
-    result["changed"] = True
-    if mod.check_mode:
-        result["migrations"] = [{"resource": n, "backend": plan.backend_for(choice, n, params["backend"]).backend,
-                                 "api_version": plan.backend_for(choice, n, params["backend"]).api_version,
-                                 "name": None, "status": "would_migrate", "storage_hash": current[n]}
-                                for n in selection.selected]
-        result["msg"] = f"Would migrate {', '.join(selection.selected)} with the {choice.backend} backend."
-        return result
-    for name in selection.selected:
-        backend = plan.backend_for(choice, name, params["backend"])
-        entry = {"resource": name, "backend": backend.backend, "api_version": backend.api_version, "name": None,
-                 "status": "running", "storage_hash": current[name]}
-        result["migrations"].append(entry)
-        try:
-            _migrate_one(mod, params, clients, cluster, profiles, observation, backend, name, current[name], entry)
-        except KubeUpgradeError as error:
-            entry["status"] = "failed"
-            error.details = dict(error.details or {}, migrations=result["migrations"], skipped_resources=result["skipped_resources"])
-            raise
-    done = [m["resource"] for m in result["migrations"]]
-    result["msg"] = f"Migrated {', '.join(done)} with the {choice.backend} backend."
-    return result
-
-
-def _migrate_one(mod, params, clients, cluster, profiles, observation, choice, name, storage_hash, entry) -> None:
-    group_resource = GroupResource.parse(name)
-    observed = _observed(observation, name)
-    if observed is None:
-        raise MigrationError(f"No apiserver serves {name}; check the resource name.", details={"resource": name})
-    version = observed.storage_version if observed.storage_version in observed.served_versions else None
-    version = version or (observed.served_versions[0] if observed.served_versions else None)
-    if not version:
-        raise MigrationError(f"{name} has no served version to migrate through.", details={"resource": name})
-    crd_at_start = _crd_object(cluster, name) if (name in observation.crds or group_resource.group) else None
-    if crd_at_start is not None:
-        storage = [v.get("name") for v in (crd_at_start.get("spec") or {}).get("versions") or [] if v.get("storage")]
-        if storage and storage[0] in observed.served_versions:
-            version = storage[0]
-    gate = backends.gate_for(clients, profiles, name, storage_hash, observe, compare)
-    deadline = time.monotonic() + params["timeout"]
-    if choice.backend == plan.CLIENT:
-        checkpoint_dir = params.get("checkpoint_dir") or mc.default_checkpoint_dir(getattr(mod.module, "tmpdir", None))
-        target = mc.ResourceTarget(group_resource, version, namespaced=observed.namespaced, kind=observed.kind,
-                                   storage_hash=storage_hash)
-        migrator = mc.ClientMigrator(
-            cluster, target, chunk_size=params["chunk_size"], concurrency=params["concurrency"], qps=params["qps"],
-            checkpoint=mc.checkpoint_path(checkpoint_dir, cluster.endpoint, name), gate=gate,
-            gate_interval=params["poll_interval"], deadline=deadline)
-        try:
-            progress = migrator.run()
-        finally:
-            counters = migrator.progress
-            entry.update(objects_migrated=counters.objects_migrated, objects_remaining=counters.objects_remaining,
-                         progress=mc.progress_fields(counters))
-        entry["status"] = plan.SUCCEEDED
-        entry["objects_remaining"] = progress.objects_remaining or 0
-    else:
-        driver = backends.ClusterMigrator(cluster, choice, poll_interval=params["poll_interval"],
-                                          stall_timeout=params["stall_timeout"])
-        entry["name"] = driver.create(group_resource, version)
-        if not params["wait"]:
-            entry["status"] = plan.PENDING
-            return
-        driver.wait(entry["name"], name, deadline, gate=gate, progress=entry)
-        entry["status"] = plan.SUCCEEDED
-    gate()  # the objects are only all in the current version if nobody wrote another one meanwhile
-    if params["update_records"]:
-        try:
-            entry["record"] = backends.mark_migrated(cluster, name, storage_hash)
-        except ApiError as error:
-            raise MigrationError(f"{name} was migrated, but its StorageState record could not be updated: {error}",
-                                 details={"resource": name}) from None
-        if entry["record"].startswith("skipped"):
-            mod.warn(f"{name}: StorageState record {entry['record']}; a re-run will migrate it again.")
-    entry["stored_versions"] = None
-    if crd_at_start is not None and params["prune_crd_stored_versions"]:
-        entry["stored_versions"] = backends.prune_stored_versions(cluster, crd_at_start)
 
 
 def main() -> None:
     mod = KubeUpgradeModule(argument_spec(), supports_check_mode=True)
-    mod.run(run)
+    mod.run(runner.run)
 
 
 if __name__ == "__main__":

@@ -185,16 +185,17 @@ def test_expired_continue_token_continues_from_fallback(plane, capsys):
 
 
 def test_expired_token_via_checkpoint_resume(plane, capsys, tmp_path):
-    """A checkpoint older than the compaction window resumes through the server's fallback token."""
+    """A resumed checkpoint whose token expired continues through the server's fallback token, then verifies."""
     from ansible_collections.kubeupgrade.storage.plugins.module_utils import client as client_mod
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client as mc
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import MigrationError
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
     put_configmaps(plane, 30, version="v1")
     api = client_mod.ApiClient(client_mod.ConnectionSettings.from_params({"kubeconfig": plane.kubeconfig}))
-    target = mc.ResourceTarget(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "h")
-    checkpoint = str(tmp_path / "cp.json")
+    target = mig.ResourceTarget(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "h")
+    store = cp.FileStore(str(tmp_path))
     calls = []
 
     def gate():
@@ -202,11 +203,13 @@ def test_expired_token_via_checkpoint_resume(plane, capsys, tmp_path):
         if len(calls) == 2:
             raise MigrationError("interrupted")
 
+    options = mig.ClientOptions(chunk_size=10)
     with pytest.raises(MigrationError):
-        mc.ClientMigrator(api, target, chunk_size=10, checkpoint=checkpoint, gate=gate, gate_interval=0).run()
+        mig.ClientMigrator(api, target, options, mig.RunIdentity("a", api.endpoint), store).configure(
+            hooks=mig.Hooks(gate=gate, gate_interval=0)).run()
     plane.admin.compact()
-    progress = mc.ClientMigrator(api, target, chunk_size=10, checkpoint=checkpoint).run()
-    assert progress.resumed and progress.expired_tokens == 1
+    progress = mig.ClientMigrator(api, target, options, mig.RunIdentity("b", api.endpoint), store).run()
+    assert progress.resumed and progress.expired_tokens == 1 and progress.verification_pass and progress.verified
     assert {v[0] for v in snapshot(plane, "configmaps").values()} == {"v1"}
 
 
@@ -218,7 +221,14 @@ def test_denied_update_names_the_object_and_changes_nothing(plane, capsys):
     failed, result = run(plane, capsys, resources=["configmaps"], backend="client", chunk_size=4, concurrency=1)
     assert failed
     assert "configmaps demo/old-0005" in result["msg"] and "frozen" in result["msg"] and "422" in result["msg"]
-    assert contents(snapshot(plane, "configmaps")) == contents(before)
+    after = snapshot(plane, "configmaps")
+    assert contents(after) == contents(before)
+    entry = result["error"]["migrations"][0]
+    assert [f["object"] for f in entry["failed_objects"]] == ["configmaps demo/old-0005"]
+    # the resource went on: every other object is rewritten, the denied one is still in its old encoding
+    assert {k for k, v in after.items() if v[0] != "v1"} == set()  # configmaps' old and new encodings are both v1
+    assert entry["objects_migrated"] == len(before) - 1 and entry["status"] == "failed"
+    assert (_storage_state(plane, "configmaps") or {}).get("persistedStorageVersionHashes") != [entry["storage_hash"]]
 
 
 def test_undecodable_object_gives_a_clear_decode_error(plane, capsys):
@@ -294,3 +304,55 @@ def test_stuck_cluster_migration_on_undecodable_object_is_stopped_with_a_reason(
     assert time.monotonic() - started < 30  # the stall is noticed long before the timeout
     group = "migration.k8s.io" if backend == "sigs" else "storagemigration.k8s.io"
     assert plane.admin.stored_objects(f"storageversionmigrations.{group}") == []  # the stuck object was deleted
+
+
+# -- bounded, locked, stormed ---------------------------------------------------------------------------------
+
+def test_tiny_qps_and_a_short_timeout_end_at_the_deadline(plane, capsys):
+    put_configmaps(plane, 30, version="v1")
+    before = snapshot(plane, "configmaps")
+    started = time.monotonic()
+    failed, result = run(plane, capsys, resources=["configmaps"], backend="client", qps=0.01, timeout=5, chunk_size=5)
+    elapsed = time.monotonic() - started
+    assert failed and ("timed out" in result["msg"] or "timeout" in result["msg"]), result["msg"]
+    assert elapsed < 5 + 5, elapsed  # the whole task, observation included, ends within a few seconds of it
+    assert contents(snapshot(plane, "configmaps")) == contents(before)
+    assert _storage_state(plane, "configmaps") is None or _storage_state(plane, "configmaps").get(
+        "persistedStorageVersionHashes") != [result["error"]["migrations"][0]["storage_hash"]]
+
+
+def test_a_storm_of_twenty_429_with_retry_after_is_ridden_out(plane, capsys):
+    put_configmaps(plane, 20, version="v1")
+    before = snapshot(plane, "configmaps")
+    plane.admin.fault("status", code=429, retry_after=1, count=20, method="PATCH")
+    failed, result = run(plane, capsys, resources=["configmaps"], backend="client", chunk_size=50, concurrency=1,
+                         timeout=120)
+    assert not failed, result["msg"]
+    entry = result["migrations"][0]
+    assert entry["progress"]["retries"] >= 20 and entry["verified"] and entry["objects_failed"] == 0
+    assert contents(snapshot(plane, "configmaps")) == contents(before)
+
+
+def test_a_second_run_waits_for_the_lease_and_fails_naming_the_holder(plane, capsys):
+    holder = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+              "metadata": {"name": "kubeupgrade-storage-migration-configmaps", "namespace": "kube-system"},
+              "spec": {"holderIdentity": "other-run@elsewhere", "leaseDurationSeconds": 3600,
+                       "renewTime": time.strftime("%Y-%m-%dT%H:%M:%S.000000Z", time.gmtime())}}
+    plane.admin.put_raw("leases.coordination.k8s.io", "kube-system", holder["metadata"]["name"],
+                        "coordination.k8s.io/v1", holder)
+    put_configmaps(plane, 5, version="v1")
+    before = snapshot(plane, "configmaps")
+    started = time.monotonic()
+    failed, result = run(plane, capsys, resources=["configmaps"], backend="client", timeout=4)
+    assert failed and "other-run@elsewhere" in result["msg"], result["msg"]
+    assert time.monotonic() - started < 4 + 5
+    assert snapshot(plane, "configmaps") == before  # not a single write while someone else holds the Lease
+
+
+def test_the_lease_is_released_after_a_run(plane, capsys):
+    put_configmaps(plane, 5, version="v1")
+    failed, result = run(plane, capsys, resources=["configmaps"], backend="client")
+    assert not failed, result["msg"]
+    lease = [o["object"] for o in plane.admin.stored_objects("leases.coordination.k8s.io")
+             if o["name"] == "kubeupgrade-storage-migration-configmaps"]
+    assert lease and not lease[0]["spec"].get("holderIdentity")

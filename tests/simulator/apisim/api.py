@@ -198,6 +198,39 @@ def json_patch(target, operations):
     return doc
 
 
+PARTIAL_LIST = "as=PartialObjectMetadataList"
+
+
+def partial_metadata_list(result):
+    """A LIST as ``Accept: application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1`` asks: metadata only."""
+    items = [{"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1", "metadata": item.get("metadata", {})}
+             for item in result["items"]]
+    return {"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": result["metadata"],
+            "items": items}
+
+
+def audit_key(method, path, query):
+    """(verb, group, resource, subresource) of a resource request as RBAC sees it; ("get", "", path, "") otherwise."""
+    parts = path.rstrip("/").strip("/").split("/")
+    if parts[0] == "api" and len(parts) >= 3:
+        group, rest = "", parts[2:]
+    elif parts[0] == "apis" and len(parts) >= 4:
+        group, rest = parts[1], parts[3:]
+    else:
+        return (VERB_OF.get(method, "get").lower() if method != "GET" else "get", "", "nonresource:" + path, "")
+    if len(rest) >= 3 and rest[0] == "namespaces" and rest[2] not in ("status", "finalize"):
+        rest = rest[2:]
+    name = rest[1] if len(rest) > 1 else None
+    sub = rest[2] if len(rest) > 2 else ""
+    if method == "GET":
+        verb = "get" if name else ("watch" if query.get("watch") in ("1", "true") else "list")
+    elif method == "DELETE" and not name:
+        verb = "deletecollection"
+    else:
+        verb = VERB_OF.get(method, method.lower())
+    return (verb, group, rest[0], sub)
+
+
 def _without_volatile(obj):
     meta = {k: v for k, v in obj.get("metadata", {}).items() if k not in ("resourceVersion", "managedFields")}
     return {**{k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}, "metadata": meta}
@@ -297,6 +330,8 @@ class Api:
             raise errors.failure(405, "watch is not supported by the simulator", "MethodNotAllowed", {})
         if method == "GET":
             result = self.get(rtype, namespace, name) if name else self.list(rtype, namespace, request.query)
+            if not name and PARTIAL_LIST in request.headers.get("accept", "").replace(" ", ""):
+                result = partial_metadata_list(result)
             return self._json(200, result)
         if method == "POST" and not name:
             return self._json(201, self.create(rtype, namespace, self._body(request, rtype)))

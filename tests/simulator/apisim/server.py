@@ -16,7 +16,7 @@ import urllib.parse
 import uuid
 
 from . import controllers, errors, seeds, tls
-from .api import Api, Request, now
+from .api import Api, Request, audit_key, now
 from .faults import Faults
 from .profiles import api_version, builtin_resources, release_data, storage_key
 from .store import Entry, Store
@@ -71,7 +71,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         body = self.rfile.read(length) if length else b""
         query = {k: v[0] for k, v in urllib.parse.parse_qs(url.query, keep_blank_values=True).items()}
         method = self.command
-        apiserver.count(url.path)
+        apiserver.count(url.path, method, query, length)
         fault = apiserver.plane.faults.take(("drop", "slow", "status"), apiserver.index, method, url.path)
         if fault is not None and fault.kind == "drop":
             self.close_connection = True
@@ -108,6 +108,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.close_connection:
             lines.append("Connection: close")
         self.wfile.write(("\r\n".join(lines) + "\r\n\r\n").encode() + payload)
+        self.apiserver.bytes_out += len(payload)
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _serve
 
@@ -147,6 +148,8 @@ class ApiServer:
         self.ready = False
         self.requests = 0
         self.by_path = collections.Counter()
+        self.bytes_in = 0
+        self.bytes_out = 0
         self._lock = threading.Lock()
 
     @property
@@ -161,9 +164,11 @@ class ApiServer:
     def url(self):
         return f"{'https' if self.ssl_context else 'http'}://{self.address}"
 
-    def count(self, path):
+    def count(self, path, method="GET", query=None, length=0):
         self.requests += 1
         self.by_path[path] += 1
+        self.bytes_in += length
+        self.plane.audit[audit_key(method, path, query or {})] += 1
 
     def version_info(self):
         major, minor = self.release.split(".")
@@ -330,6 +335,7 @@ class ControlPlane:
         self.state_dir = os.path.abspath(state_dir)
         self.store = Store(compaction_window)
         self.faults = Faults()
+        self.audit = collections.Counter()  # (verb, group, resource, subresource) -> requests
         self.token = token or uuid.uuid4().hex
         self.storage_version_api = storage_version_api
         self.migrator_delay = migrator_delay
@@ -530,13 +536,19 @@ class ControlPlane:
         self.store.compact()
 
     def admin_stats(self):
-        return {"apiservers": [{"index": s.index, "requests": s.requests, "by_path": dict(s.by_path)}
-                               for s in self.apiservers]}
+        return {"apiservers": [{"index": s.index, "requests": s.requests, "by_path": dict(s.by_path),
+                                "bytes_in": s.bytes_in, "bytes_out": s.bytes_out} for s in self.apiservers]}
 
     def admin_reset_stats(self):
         for apiserver in self.apiservers:
             apiserver.requests = 0
             apiserver.by_path.clear()
+            apiserver.bytes_in = apiserver.bytes_out = 0
+
+    def admin_audit(self):
+        """Every (verb, group, resource, subresource) requested since the start, with counts."""
+        return [{"verb": k[0], "group": k[1], "resource": k[2], "subresource": k[3], "count": n}
+                for k, n in sorted(self.audit.items())]
 
     def admin_add_apiservice(self, group, version, service="kube-system/metrics-server", available=False):
         """Register an aggregated APIService (an APIService object with spec.service). Its backend is down: the

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryPolicy, call_with_retries
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryClock, RetryPolicy, call_with_retries
 
 
 def api_error(status, message="", retry_after=None):
@@ -40,7 +40,7 @@ def test_delay_is_capped_jittered_and_never_below_retry_after():
     delays = [policy.delay(attempt, rng=rng) for attempt in range(1, 20)]
     assert all(0 <= d <= 4.0 for d in delays)
     assert len(set(delays)) > 5
-    assert policy.delay(1, retry_after=9, rng=rng) == 9
+    assert 9 <= policy.delay(1, retry_after=9, rng=rng) <= 9.95  # never earlier than asked, a little jitter
 
 
 def test_attempts_are_bounded_and_retry_after_is_slept():
@@ -78,3 +78,52 @@ def test_success_after_transient_failures():
         return outcome
 
     assert call_with_retries(flaky, RetryPolicy(attempts=5), sleep=lambda s: None) == "ok"
+
+
+class FakeTime:
+    def __init__(self):
+        self.now = 100.0
+        self.slept = []
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+@pytest.mark.parametrize("policy, deadline, tries", [
+    (RetryPolicy(attempts=50, budget=None), None, (50, 50)),  # only the attempts bound it
+    (RetryPolicy(attempts=50, budget=10.5), None, (9, 11)),  # waits of 1-1.15 s within 10.5 s
+    (RetryPolicy(attempts=50, budget=None), 105.5, (4, 6)),  # the caller's deadline: no wait ends past it
+    (RetryPolicy(attempts=3, budget=100), None, (3, 3)),
+])
+def test_retry_storm_is_bounded_by_attempts_budget_and_deadline(policy, deadline, tries):
+    fake, calls = FakeTime(), []
+
+    def throttled():
+        calls.append(fake.now)
+        raise api_error(429, retry_after=1)
+
+    with pytest.raises(ApiError):
+        call_with_retries(throttled, policy, timing=RetryClock(sleep=fake.sleep, clock=fake.clock, deadline=deadline))
+    assert tries[0] <= len(calls) <= tries[1]
+    if policy.budget is not None:
+        assert fake.now - 100.0 <= policy.budget
+    if deadline is not None:
+        assert fake.now <= deadline
+
+
+def test_a_storm_of_twenty_retry_after_answers_is_ridden_out():
+    fake, answers = FakeTime(), [api_error(429, retry_after=1)] * 20 + ["ok"]
+
+    def storm():
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    policy = RetryPolicy(attempts=40, budget=60)
+    assert call_with_retries(storm, policy, timing=RetryClock(sleep=fake.sleep, clock=fake.clock)) == "ok"
+    assert len(fake.slept) == 20 and all(s >= 1 for s in fake.slept)

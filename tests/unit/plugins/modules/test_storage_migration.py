@@ -24,6 +24,12 @@ def with_records(cluster, storage_states=True):
 @pytest.mark.parametrize("args,needle", [
     ({}, "Set 'resources'"),
     ({"select": "from_check", "resources": ["configmaps"], "target_release": "1.33"}, "mutually exclusive"),
+    ({"select": "from_records", "resources": ["configmaps"]}, "mutually exclusive"),
+    ({"resources": ["configmaps"], "qps": 0.001}, "'qps' 0.001 allows one request every 1000s"),
+    ({"resources": ["configmaps"], "parallel_resources": 0}, "'parallel_resources' must be at least 1"),
+    ({"resources": ["configmaps"], "max_failures": -1}, "'max_failures' must not be negative"),
+    ({"resources": ["configmaps"], "timeout": -3}, "'timeout' must be at least 1"),
+    ({"resources": ["configmaps"], "lock_duration": 1}, "'lock_duration' must be at least 5"),
     ({"select": "from_check"}, "needs 'target_release'"),
     ({"resources": ["configmaps"], "concurrency": 0}, "'concurrency' must be at least 1"),
     ({"resources": ["configmaps"], "chunk_size": 0}, "'chunk_size' must be at least 1"),
@@ -37,6 +43,21 @@ def test_argument_errors_fail_before_any_request(run_module, fake_cluster, args,
     failed, result = run_module(module, {**BASE_ARGS, **args})
     assert failed and needle in result["msg"]
     assert fake_cluster.writes() == []
+    assert fake_cluster.log == []  # not even a read
+
+
+@pytest.mark.parametrize("kind", ["file", "unwritable"])
+def test_a_checkpoint_dir_that_cannot_be_written_fails_before_any_request(run_module, fake_cluster, tmp_path, kind):
+    target = tmp_path / "checkpoints"
+    if kind == "file":
+        target.write_text("not a directory")
+    else:
+        target.mkdir(mode=0o500)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["configmaps"], "checkpoint_dir": str(target)})
+    if kind == "unwritable" and __import__("os").access(str(target), __import__("os").W_OK):
+        return  # running as root: every directory is writable, the "file" case covers the check
+    assert failed and "'checkpoint_dir'" in result["msg"] and "writable directory" in result["msg"]
+    assert fake_cluster.writes() == []
 
 
 def test_check_mode_reports_backend_and_writes_nothing(run_module, fake_cluster):
@@ -45,17 +66,21 @@ def test_check_mode_reports_backend_and_writes_nothing(run_module, fake_cluster)
     assert not failed and result["changed"] is True
     assert [m["resource"] for m in result["migrations"]] == ["secrets", "deployments.apps"]
     assert {m["status"] for m in result["migrations"]} == {"would_migrate"}
-    assert result["backend"]["backend"] == "intree"
-    assert result["backend"]["api_version"] == "storagemigration.k8s.io/v1alpha1"  # the recorded 1.32 serves v1alpha1
+    assert result["backend"]["backend"] == "client"  # the default: works everywhere, fastest
+    assert result["backend"]["api_version"] is None
     assert result["migrations"][1]["storage_hash"] == "8aSe+NMegvE="
     assert fake_cluster.writes() == []
 
 
-@pytest.mark.parametrize("backend,expected", [("client", "client"), ("auto", "intree"), ("intree", "intree")])
-def test_check_mode_backend_choice(run_module, fake_cluster, backend, expected):
+@pytest.mark.parametrize("backend,expected,api_version", [
+    ("client", "client", None), ("auto", "client", None),
+    ("intree", "intree", "storagemigration.k8s.io/v1alpha1"),  # the recorded 1.32 serves v1alpha1
+])
+def test_check_mode_backend_choice(run_module, fake_cluster, backend, expected, api_version):
     with_records(fake_cluster, storage_states=False)
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["secrets"], "backend": backend}, check_mode=True)
     assert not failed and result["migrations"][0]["backend"] == expected
+    assert result["migrations"][0]["api_version"] == api_version
 
 
 def test_forced_backend_the_cluster_does_not_serve_fails(run_module, fake_cluster):

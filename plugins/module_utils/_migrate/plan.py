@@ -1,10 +1,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What to migrate, with which backend, and how to read a migration's progress: pure decisions.
 
-The I/O halves (``migrate_client.py``, ``migrate_backends.py``) ask this module which resources to
-rewrite, which API to drive, what body to send, what a status document means and whether a
-migration has stalled. Everything here takes plain data, so it is tested with the recorded
-documents of real migrations (tests/fixtures/real-apiserver-1.32/svm-intree/, svm-sigs/).
+The I/O halves (``migrator.py``, ``cluster_driver.py``, ``runner.py``) ask this module which
+resources to rewrite, which API to drive, what body to send, what a status document means and
+whether a migration has stalled. Everything here takes plain data, so it is tested with the
+recorded documents of real migrations (tests/fixtures/real-apiserver-1.32/svm-intree/, svm-sigs/).
 """
 
 from __future__ import annotations
@@ -59,27 +59,30 @@ class BackendChoice:
 def choose_backend(served: Dict[str, List[str]], requested: str = AUTO) -> BackendChoice:
     """Pick the backend from what the cluster serves (``{group: [versions serving storageversionmigrations]}``).
 
-    Order: in-tree v1 > v1beta1 > v1alpha1 > kube-storage-version-migrator > client-side. A forced
-    backend that the cluster does not serve is an error the caller reports, not a silent fallback.
+    ``auto`` is the client-side migrator: it works on every cluster and is the fastest (measured
+    against kube-apiserver 1.32: the in-tree controller took 40-80 s per resource waiting for its
+    garbage-collector cache; client-side migrated 46 resources in 21 s). ``intree`` picks v1 >
+    v1beta1 > v1alpha1. A forced backend that the cluster does not serve is an error the caller
+    reports, not a silent fallback.
     """
     if requested not in BACKENDS:
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {requested!r}")
+    if requested in (AUTO, CLIENT):
+        reason = "forced" if requested == CLIENT else "default: works on every cluster, fastest"
+        return BackendChoice(CLIENT, None, f"built-in client-side migrator ({reason})")
     intree = [v for v in INTREE_VERSIONS if v in (served.get(INTREE_GROUP) or [])]
     sigs = SIGS_VERSION in (served.get(SIGS_GROUP) or [])
-    if requested in (AUTO, INTREE) and intree:
+    if requested == INTREE and intree:
         return BackendChoice(INTREE, f"{INTREE_GROUP}/{intree[0]}",
                              f"the cluster serves {INTREE_GROUP}/{intree[0]} storageversionmigrations")
     if requested == INTREE:
         raise ValueError(f"backend=intree, but no apiserver serves {INTREE_GROUP} storageversionmigrations "
                          "(enable the StorageVersionMigrator feature gate and the API group), or use backend=client")
-    if requested in (AUTO, SIGS) and sigs:
+    if sigs:
         return BackendChoice(SIGS, f"{SIGS_GROUP}/{SIGS_VERSION}",
                              f"kube-storage-version-migrator's {SIGS_GROUP}/{SIGS_VERSION} CRDs are installed")
-    if requested == SIGS:
-        raise ValueError(f"backend=sigs, but {SIGS_GROUP}/{SIGS_VERSION} storageversionmigrations is not served "
-                         "(install kube-storage-version-migrator), or use backend=client")
-    reason = "forced" if requested == CLIENT else "no migration API is served"
-    return BackendChoice(CLIENT, None, f"built-in client-side migrator ({reason})")
+    raise ValueError(f"backend=sigs, but {SIGS_GROUP}/{SIGS_VERSION} storageversionmigrations is not served "
+                     "(install kube-storage-version-migrator), or use backend=client")
 
 
 # The kube-controller-manager's garbage collector ignores events, and the in-tree migrator walks the
@@ -88,9 +91,9 @@ def choose_backend(served: Dict[str, List[str]], requested: str = AUTO) -> Backe
 INTREE_UNSUPPORTED = frozenset({"events", "events.events.k8s.io"})
 
 
-def backend_for(choice: BackendChoice, resource: str, requested: str = AUTO) -> BackendChoice:
+def backend_for(choice: BackendChoice, resource: str) -> BackendChoice:
     """The backend for one resource: the cluster-wide choice, unless the in-tree migrator cannot do it."""
-    if choice.backend == INTREE and resource in INTREE_UNSUPPORTED and requested == AUTO:
+    if choice.backend == INTREE and resource in INTREE_UNSUPPORTED:
         return BackendChoice(CLIENT, None, f"built-in client-side migrator (the in-tree migrator cannot migrate {resource}:"
                                            " the garbage collector it relies on ignores events)")
     return choice
@@ -110,10 +113,31 @@ def served_migration_apis(discovery_docs: Dict[str, dict]) -> Dict[str, List[str
 
 # -- selection -------------------------------------------------------------------------------------------------
 
+RESOURCES = "resources"
+FROM_CHECK = "from_check"
+FROM_RECORDS = "from_records"
+SELECT_MODES = (RESOURCES, FROM_CHECK, FROM_RECORDS)
+STALE_REASON = ("not served by any apiserver: a record left from an earlier release; remove it with "
+                "storage_state state=absent")
+
+
 @dataclass
 class Selection:
     selected: List[str] = field(default_factory=list)
     skipped: List[dict] = field(default_factory=list)  # [{resource, reason}]
+
+
+@dataclass
+class SelectionInput:
+    """What selection looks at: the mode and its inputs, the records, CRDs and what the apiservers serve."""
+
+    mode: str = RESOURCES
+    requested: List[str] = field(default_factory=list)
+    verdicts: List[dict] = field(default_factory=list)  # [{resource, verdict}] of a pre-flight (from_check)
+    records: Dict[str, object] = field(default_factory=dict)  # StorageStateRecord by resource name
+    crds: Dict[str, ObservedCrd] = field(default_factory=dict)
+    current_hashes: Dict[str, Optional[str]] = field(default_factory=dict)  # the hash every apiserver agrees on
+    served: Optional[set] = None  # names some reachable apiserver serves; None: not known, assume served
 
 
 def already_migrated(record, current_hash: Optional[str]) -> bool:
@@ -129,30 +153,52 @@ def crd_needs_pruning(crd: Optional[ObservedCrd]) -> bool:
     return crd is not None and bool(crd.storage_version) and list(crd.stored_versions) != [crd.storage_version]
 
 
-def select_resources(requested: Optional[List[str]], verdicts: Optional[List[dict]], records: Dict[str, object],
-                     current_hashes: Dict[str, Optional[str]], crds: Optional[Dict[str, ObservedCrd]] = None) -> Selection:
-    """Resources to migrate: the explicit list, or every verdict ``needs_migration``/``unknown``;
-    minus those whose StorageState already says ``persisted == [current]`` and, for a CRD, whose
-    ``storedVersions`` is already pruned (idempotence)."""
-    result = Selection()
-    if requested:
-        candidates = []
-        for name in requested:
-            name = GroupResource.parse(name).name
-            if name not in candidates:
-                candidates.append(name)
-    else:
-        candidates = []
-        for verdict in verdicts or []:
-            name = verdict.get("resource")
+def record_needs_migration(record) -> bool:
+    """A record whose persisted hashes are not exactly ``[current]`` (``Unknown``, several, or another)."""
+    persisted = list(getattr(record, "persisted_hashes", None) or [hashing.UNKNOWN])
+    current = getattr(record, "current_hash", None)
+    return hashing.UNKNOWN in persisted or len(persisted) != 1 or persisted[0] != current
+
+
+def _append(names: List[str], name: str) -> None:
+    if name not in names:
+        names.append(name)
+
+
+def _candidates(given: SelectionInput, result: Selection) -> List[str]:
+    names: List[str] = []
+    if given.mode == RESOURCES:
+        for name in given.requested:
+            _append(names, GroupResource.parse(name).name)
+    elif given.mode == FROM_CHECK:
+        for verdict in given.verdicts:
             if verdict.get("verdict") in SELECT_VERDICTS:
-                if name not in candidates:
-                    candidates.append(name)
+                _append(names, verdict.get("resource"))
             else:
-                result.skipped.append({"resource": name, "reason": f"pre-flight verdict is {verdict.get('verdict')}"})
-    for name in candidates:
-        current = current_hashes.get(name)
-        if already_migrated(records.get(name), current) and not crd_needs_pruning((crds or {}).get(name)):
+                result.skipped.append({"resource": verdict.get("resource"),
+                                       "reason": f"pre-flight verdict is {verdict.get('verdict')}"})
+    else:
+        for name in sorted(given.records):
+            if record_needs_migration(given.records[name]):
+                _append(names, name)
+        for name in sorted(given.crds):
+            if len(given.crds[name].stored_versions or []) > 1:
+                _append(names, name)
+    return names
+
+
+def select_resources(given: SelectionInput) -> Selection:
+    """Resources to migrate, by mode: the explicit list; every pre-flight verdict ``needs_migration``/
+    ``unknown``; or every StorageState record not exactly ``[current]`` and every CRD with more than one
+    stored version. Minus records no apiserver serves (stale), and those whose record already says
+    ``persisted == [current]`` with, for a CRD, ``storedVersions`` pruned (idempotence)."""
+    result = Selection()
+    for name in _candidates(given, result):
+        current = given.current_hashes.get(name)
+        stale = given.served is not None and name not in given.served
+        if stale and (name in given.records or given.mode != RESOURCES):
+            result.skipped.append({"resource": name, "reason": STALE_REASON})
+        elif already_migrated(given.records.get(name), current) and not crd_needs_pruning(given.crds.get(name)):
             result.skipped.append({"resource": name,
                                    "reason": f"StorageState says every object is stored as {current} already"})
         else:
@@ -290,3 +336,20 @@ def stored_versions_value(crd_at_start: ObservedCrd, crd_now: ObservedCrd) -> Tu
     if problems:
         return None, f"CRD {name}: refusing to write storedVersions {value}: {'; '.join(problems)}"
     return value, None
+
+
+# -- agreement, as the operator reads it ---------------------------------------------------------------------
+
+def describe_disagreement(resource: str, agreement, expected: Optional[str] = None) -> str:
+    """Which endpoints report what for ``resource`` (and which could not be asked)."""
+    hashes = agreement.hashes.get(resource) or {}
+    parts = [f"{endpoint}={value}" for endpoint, value in sorted(hashes.items())]
+    text = f"storage hashes of {resource}: {', '.join(parts) or 'none reported'}"
+    if expected and set(hashes.values()) - {expected}:
+        text += f" (the migration targets {expected})"
+    for label, endpoints in (("unreachable", agreement.unreachable), ("not ready", agreement.unready),
+                             ("discovery incomplete", agreement.incomplete),
+                             ("not served by", (agreement.missing or {}).get(resource))):
+        if endpoints:
+            text += f"; {label}: {', '.join(endpoints)}"
+    return text

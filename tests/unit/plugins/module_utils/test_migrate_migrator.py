@@ -1,14 +1,21 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The client-side migrator against an in-memory fake apiserver: every retry class, 410, decode, denial."""
+"""The client-side migrator against an in-memory fake apiserver: retries, 410, decode, denials, deadline, checkpoints."""
 
 import base64
 import copy
 import json
 import os
+import time
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client as mc
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import (
+    Deadline,
+    DeadlineExceeded,
+    RateLimiter,
+)
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.client import ApiResponse
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
@@ -55,6 +62,7 @@ class FakeApiserver:
             self._add(namespace, f"cm-{index:03d}", {"k": str(index)})
         self.faults = []
         self.calls = []
+        self.accepts = []
         self.writes = []
         self.deleted_after_list = set()
         self.modified_after_list = set()
@@ -80,6 +88,7 @@ class FakeApiserver:
     def request(self, method, path, query=None, body=None, content_type="application/json", accept=None, timeout=None):
         query = dict(query or {})
         self.calls.append((method, path, query))
+        self.accepts.append(accept)
         error = self._take_fault(method, path, query)
         if error is not None:
             raise error
@@ -99,8 +108,7 @@ class FakeApiserver:
         keys = [k for k in keys if k >= start]
         limit = int(query.get("limit") or 0) or len(keys)
         page, rest = keys[:limit], keys[limit:]
-        items = [{"metadata": copy.deepcopy(self.objects[k]["metadata"]), "data": dict(self.objects[k]["data"])}
-                 for k in page]
+        items = [{"metadata": copy.deepcopy(self.objects[k]["metadata"])} for k in page]  # metadata only
         for key in page:
             if key in self.deleted_after_list:
                 del self.objects[key]
@@ -111,7 +119,8 @@ class FakeApiserver:
         if rest:
             metadata["continue"] = _token(self.rv, page[-1] + "\x00")
             metadata["remainingItemCount"] = len(rest)
-        return _resp({"kind": "ConfigMapList", "apiVersion": "v1", "metadata": metadata, "items": items})
+        return _resp({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
+                      "items": items})
 
     def _write(self, method, path, body, content_type, query):
         parts = path.split("/")
@@ -123,13 +132,10 @@ class FakeApiserver:
         if meta.get("resourceVersion") != current["metadata"]["resourceVersion"] or (
                 meta.get("uid") and meta["uid"] != current["metadata"]["uid"]):
             raise api_error(409, "the object has been modified", "Conflict", method=method, path=path)
-        if method == "PUT":
-            assert body["data"] == current["data"], "content must be written back unchanged"
-            assert body["apiVersion"] == "v1" and body["kind"] == "ConfigMap"
-        else:
-            assert content_type == "application/apply-patch+yaml"
-            assert query["fieldManager"] == mc.FIELD_MANAGER
-            assert set(body) == {"apiVersion", "kind", "metadata"}
+        assert content_type == "application/apply-patch+yaml"
+        assert query["fieldManager"] == mig.FIELD_MANAGER
+        assert set(body) == {"apiVersion", "kind", "metadata"}  # identity and preconditions only
+        assert body["apiVersion"] == "v1" and body["kind"] == "ConfigMap"
         self.writes.append(key)
         current["encoded"] = "v1"
         return _resp({})
@@ -139,30 +145,32 @@ def _resp(doc):
     return ApiResponse(200, {}, json.dumps(doc).encode())
 
 
-TARGET = mc.ResourceTarget(GroupResource("", "configmaps"), "v1", namespaced=True, kind="ConfigMap",
-                           storage_hash="qFsyl6wFWjQ=")
+TARGET = mig.ResourceTarget(GroupResource("", "configmaps"), "v1", namespaced=True, kind="ConfigMap",
+                            storage_hash="qFsyl6wFWjQ=")
 FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.02)
 
 
-def migrator(server, sleeps=None, **kwargs):
+def migrator(server, sleeps=None, store=None, hooks=None, deadline=None, run_id="run-1", **kwargs):
     options = {"chunk_size": 3, "concurrency": 1, "policy": FAST}
     options.update(kwargs)
     sleep = sleeps.append if sleeps is not None else (lambda _s: None)
-    return mc.ClientMigrator(server, TARGET, sleep=sleep, **options)
+    migrator = mig.ClientMigrator(server, TARGET, mig.ClientOptions(**options), mig.RunIdentity(run_id, ENDPOINT), store)
+    return migrator.configure(deadline=deadline, hooks=hooks, sleep=sleep)
 
 
-@pytest.mark.parametrize("write_method", [mc.APPLY, mc.PUT])
 @pytest.mark.parametrize("concurrency", [1, 4])
-def test_every_object_rewritten_once_content_unchanged(write_method, concurrency):
+def test_every_object_rewritten_once_content_unchanged_listing_metadata_only(concurrency):
     server = FakeApiserver(count=10)
     before = {k: copy.deepcopy(v["data"]) for k, v in server.objects.items()}
-    progress = migrator(server, write_method=write_method, concurrency=concurrency).run()
+    progress = migrator(server, concurrency=concurrency).run()
     assert sorted(server.writes) == sorted(before)
     assert all(o["encoded"] == "v1" for o in server.objects.values())
     assert {k: v["data"] for k, v in server.objects.items()} == before
     assert progress.objects_written == 10 and progress.chunks == 4 and progress.objects_remaining == 0
+    assert progress.verified and not progress.resumed
     lists = [c for c in server.calls if c[0] == "GET"]
     assert all(c[2]["limit"] == 3 for c in lists) and len(lists) == 4
+    assert all("as=PartialObjectMetadataList" in (a or "") for (m, _p, _q), a in zip(server.calls, server.accepts) if m == "GET")
 
 
 def test_conflict_and_gone_count_as_done_and_are_never_recreated():
@@ -172,7 +180,7 @@ def test_conflict_and_gone_count_as_done_and_are_never_recreated():
     progress = migrator(server).run()
     assert progress.gone + progress.conflicts == 2 and progress.objects_written == 4
     assert "a/cm-000" not in server.objects  # a deleted object stays deleted
-    assert progress.objects_migrated == 6
+    assert progress.objects_migrated == 6 and progress.verified
 
 
 @pytest.mark.parametrize("status,reason,retry_after", [
@@ -197,19 +205,20 @@ def test_dropped_connections_and_timeouts_are_retried(method):
     assert progress.objects_written == 4 and progress.retries == 3
 
 
-def test_retries_are_bounded_and_the_failure_names_the_object():
-    server = FakeApiserver(count=4)
-    server.fault("PATCH", lambda: api_error(503, "unavailable", "ServiceUnavailable", method="PATCH"), count=100)
-    with pytest.raises(MigrationError) as info:
-        migrator(server).run()
-    assert "configmaps a/cm-000" in str(info.value) and "gave up after 4 attempts" in str(info.value)
-    assert len([c for c in server.calls if c[0] == "PATCH"]) == 4
+def test_an_object_that_keeps_failing_is_reported_and_the_resource_goes_on():
+    server = FakeApiserver(count=6)
+    server.fault("PATCH", lambda: api_error(503, "unavailable", "ServiceUnavailable", method="PATCH"), count=4,
+                 match=lambda p, q: p.endswith("cm-000"))
+    progress = migrator(server).run()
+    assert not progress.verified and progress.failed == 1 and progress.objects_written == 5
+    assert progress.failures[0]["object"] == "configmaps a/cm-000" and "retrying" in progress.failures[0]["why"]
+    assert len([c for c in server.calls if c[0] == "PATCH" and c[1].endswith("cm-000")]) == 4
 
 
 def test_list_retries_are_bounded():
     server = FakeApiserver(count=4)
     server.fault("GET", lambda: EndpointUnreachable("refused", endpoint=ENDPOINT), count=100)
-    with pytest.raises(MigrationError, match="gave up after 4 attempts"):
+    with pytest.raises(MigrationError, match="gave up after retrying"):
         migrator(server).run()
     assert len(server.calls) == 4
 
@@ -247,7 +256,7 @@ def test_list_restarts_are_bounded():
 def test_decode_failure_on_list_is_reported_not_retried():
     server = FakeApiserver(count=6, namespaces=("a", "b"))
     server.undecodable_namespaces = {"b"}
-    with pytest.raises(mc.DecodeFailure) as info:
+    with pytest.raises(mig.DecodeFailure) as info:
         migrator(server).run()
     message = str(info.value)
     assert "cannot decode" in message and "namespace(s) b" in message and ENDPOINT in message
@@ -257,13 +266,13 @@ def test_decode_failure_on_list_is_reported_not_retried():
     assert not server.writes
 
 
-def test_decode_failure_on_write_names_the_object():
+def test_decode_failure_on_write_names_the_object_and_is_not_retried():
     server = FakeApiserver(count=4)
     server.fault("PATCH", api_error(500, DECODE_MESSAGE, method="PATCH"), match=lambda p, q: p.endswith("cm-001"))
-    with pytest.raises(mc.DecodeFailure) as info:
-        migrator(server).run()
-    assert "configmaps b/cm-001" in str(info.value)
+    progress = migrator(server).run()
+    assert progress.failures[0]["object"] == "configmaps b/cm-001" and "cannot decode" in progress.failures[0]["why"]
     assert len([c for c in server.calls if c[0] == "PATCH" and c[1].endswith("cm-001")]) == 1
+    assert not progress.verified
 
 
 @pytest.mark.parametrize("status,reason,message", [
@@ -272,20 +281,35 @@ def test_decode_failure_on_write_names_the_object():
     (422, "Invalid", "ValidatingAdmissionPolicy 'deny' with binding 'deny' denied request: frozen"),
     (400, "BadRequest", "admission webhook \"deny.example.com\" denied the request"),
 ])
-def test_refusals_stop_the_resource_naming_object_and_reason(status, reason, message):
+def test_a_refused_object_is_named_and_the_resource_goes_on(status, reason, message):
     server = FakeApiserver(count=6)
     server.fault("PATCH", api_error(status, message, reason, method="PATCH"), match=lambda p, q: p.endswith("cm-002"))
-    with pytest.raises(MigrationError) as info:
-        migrator(server).run()
-    text = str(info.value)
-    assert "configmaps a/cm-002" in text and str(status) in text and message in text
-    assert info.value.details["object"] == "configmaps a/cm-002"
+    progress = migrator(server).run()
+    assert progress.failures == [{"object": "configmaps a/cm-002", "status": status, "reason": reason,
+                                  "message": message, "why": progress.failures[0]["why"]}]
+    assert "refused" in progress.failures[0]["why"]
     assert len([c for c in server.calls if c[1].endswith("cm-002")]) == 1
-    assert "a/cm-004" not in server.writes  # later chunks are not touched
+    assert sorted(server.writes) == sorted(k for k in server.objects if k != "a/cm-002")  # every other object
+    assert not progress.verified
 
 
-def test_checkpoint_resumes_from_the_last_finished_chunk(tmp_path):
-    path = mc.checkpoint_path(str(tmp_path), ENDPOINT, TARGET.name)
+@pytest.mark.parametrize("max_failures,stops", [(0, True), (2, True), (3, False)])
+def test_more_failures_than_max_failures_stop_the_resource(max_failures, stops):
+    server = FakeApiserver(count=9)
+    server.fault("PATCH", lambda: api_error(422, "denied", "Invalid", method="PATCH"), count=3,
+                 match=lambda p, q: p.endswith(("cm-000", "cm-001", "cm-002")))
+    if stops:
+        with pytest.raises(MigrationError, match="more than max_failures") as info:
+            migrator(server, max_failures=max_failures).run()
+        assert info.value.details["failures"][0]["object"] == "configmaps a/cm-000"
+        assert len(server.writes) < 6
+    else:
+        progress = migrator(server, max_failures=max_failures).run()
+        assert progress.failed == 3 and len(server.writes) == 6
+
+
+def test_checkpoint_resumes_and_a_resumed_run_verifies_every_object(tmp_path):
+    store = cp.FileStore(str(tmp_path))
     server = FakeApiserver(count=9)
     calls = {"n": 0}
 
@@ -295,69 +319,115 @@ def test_checkpoint_resumes_from_the_last_finished_chunk(tmp_path):
             raise MigrationError("apiservers disagree")
 
     with pytest.raises(MigrationError, match="disagree"):
-        migrator(server, checkpoint=path, gate=gate, gate_interval=0).run()
-    assert os.path.isfile(path)
-    saved = json.load(open(path))
-    assert saved["chunks"] == 2 and saved["resource"] == "configmaps"
+        migrator(server, store=store, hooks=mig.Hooks(gate=gate, gate_interval=0)).run()
+    wanted = cp.Checkpoint("configmaps", ENDPOINT, TARGET.storage_hash, "run-2", "", 0)
+    saved = json.load(open(store.path(wanted)))
+    assert saved["chunks"] == 2 and saved["resource"] == "configmaps" and saved["run_id"] == "run-1"
     assert len(server.writes) == 6
     server.writes.clear()
-    progress = migrator(server, checkpoint=path).run()
-    assert progress.resumed and len(server.writes) == 3
-    assert not os.path.exists(path)
+    progress = migrator(server, store=store, run_id="run-2").run()
+    # the last chunk, then a verification pass over all 9: the first 6 may have been undone meanwhile
+    assert progress.resumed and progress.verification_pass and progress.verified
+    assert len(server.writes) == 3 + 9
+    assert not os.path.exists(store.path(wanted))
 
 
-def test_checkpoint_of_another_storage_hash_is_ignored(tmp_path):
-    path = mc.checkpoint_path(str(tmp_path), ENDPOINT, TARGET.name)
-    os.makedirs(tmp_path, exist_ok=True)
-    with open(path, "w") as handle:
-        json.dump({"format": 1, "resource": "configmaps", "storage_hash": "OTHER", "continue": _token(1, "b/")}, handle)
+@pytest.mark.parametrize("change,needle", [
+    ({"storage_hash": "OTHER"}, "made for storage hash OTHER"),
+    ({"saved_at": time.time() - 3600}, "older than the apiserver's continue-token lifetime"),
+    ({"format": 1}, "unreadable or of another format"),
+])
+def test_a_stale_checkpoint_is_discarded_with_a_message(tmp_path, change, needle):
+    store = cp.FileStore(str(tmp_path))
+    saved = cp.Checkpoint("configmaps", ENDPOINT, TARGET.storage_hash, "old-run", _token(1, "b/"), time.time()).to_dict()
+    saved.update(change)
+    wanted = cp.Checkpoint("configmaps", ENDPOINT, TARGET.storage_hash, "run-1", "", 0)
+    with open(store.path(wanted), "w") as handle:
+        json.dump(saved, handle)
     server = FakeApiserver(count=5)
-    progress = migrator(server, checkpoint=path).run()
-    assert not progress.resumed and len(server.writes) == 5
+    progress = migrator(server, store=store).run()
+    assert not progress.resumed and len(server.writes) == 5 and progress.verified
+    assert needle in progress.checkpoint_discarded
 
 
 def test_checkpoint_path_is_per_cluster_and_resource(tmp_path):
-    a = mc.checkpoint_path(str(tmp_path), "https://a:6443", "configmaps")
-    b = mc.checkpoint_path(str(tmp_path), "https://b:6443", "configmaps")
-    c = mc.checkpoint_path(str(tmp_path), "https://a:6443", "widgets.example.com")
-    assert len({a, b, c}) == 3 and all(p.startswith(str(tmp_path)) for p in (a, b, c))
+    store = cp.FileStore(str(tmp_path))
+    paths = {store.path(cp.Checkpoint(r, c, "h", "x", "", 0)) for r, c in
+             (("configmaps", "https://a:6443"), ("configmaps", "https://b:6443"), ("widgets.example.com", "https://a:6443"))}
+    assert len(paths) == 3 and all(p.startswith(str(tmp_path)) for p in paths)
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 0.0
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.now += seconds
 
 
 def test_deadline_stops_between_chunks():
     server = FakeApiserver(count=9)
-    clock = iter(range(0, 1000, 10))
-    with pytest.raises(MigrationError, match="timed out"):
-        migrator(server, deadline=15, clock=lambda: next(clock)).run()
+    fake = FakeClock()
+    original = server.request
+
+    def slow(*args, **kwargs):
+        fake.now += 2
+        return original(*args, **kwargs)
+
+    server.request = slow
+    with pytest.raises(DeadlineExceeded, match="timed out"):
+        migrator(server, deadline=Deadline(15, fake.clock)).run()
     assert len(server.writes) < 9
 
 
-def test_rate_limiter_spaces_requests():
-    now = {"t": 0.0}
-    slept = []
+def test_a_tiny_qps_never_sleeps_past_the_deadline():
+    server = FakeApiserver(count=9)
+    fake = FakeClock()
+    with pytest.raises(DeadlineExceeded):
+        migrator(server, qps=0.01, sleeps=None, deadline=Deadline(5, fake.clock)).configure(sleep=fake.sleep).run()
+    assert fake.now <= 5.0
 
-    def sleep(seconds):
-        slept.append(seconds)
-        now["t"] += seconds
 
-    limiter = mc.RateLimiter(10, burst=1, clock=lambda: now["t"], sleep=sleep)
-    for _unused in range(11):
+def test_a_retry_storm_never_waits_past_the_deadline():
+    server = FakeApiserver(count=3)
+    fake = FakeClock()
+    server.fault("PATCH", lambda: api_error(429, "slow down", "TooManyRequests", retry_after=3, method="PATCH"), count=100)
+    with pytest.raises(DeadlineExceeded):
+        migrator(server, policy=mig.MIGRATION_RETRY, deadline=Deadline(10, fake.clock)).configure(sleep=fake.sleep).run()
+    assert fake.now <= 10.0
+    assert server.objects["a/cm-000"]["encoded"] == "v0"  # nothing pretended to be done
+
+
+def test_should_stop_stops_between_chunks_without_finishing():
+    server = FakeApiserver(count=9)
+    progress_seen = []
+    hooks = mig.Hooks(should_stop=lambda: "the playbook is gone" if len(progress_seen) >= 1 else None,
+                      on_progress=lambda p: progress_seen.append(p.objects_migrated))
+    with pytest.raises(mig.Stopped, match="the playbook is gone"):
+        migrator(server, hooks=hooks).run()
+    assert progress_seen == [3] and len(server.writes) == 3
+
+
+@pytest.mark.parametrize("qps,requests,elapsed", [(10, 11, 1.0), (2, 5, 2.0)])
+def test_rate_limiter_spaces_requests(qps, requests, elapsed):
+    fake = FakeClock()
+    limiter = RateLimiter(qps, Deadline(None, fake.clock), burst=1, sleep=fake.sleep)
+    for _unused in range(requests):
         limiter.acquire()
-    assert now["t"] == pytest.approx(1.0)
+    assert fake.now == pytest.approx(elapsed)
 
 
 def test_qps_zero_means_unlimited():
-    limiter = mc.RateLimiter(0, sleep=lambda s: pytest.fail("must not sleep"))
+    limiter = RateLimiter(0, sleep=lambda s: pytest.fail("must not sleep"))
     for _unused in range(100):
         limiter.acquire()
 
 
 def test_cluster_scoped_paths():
-    target = mc.ResourceTarget(GroupResource("rbac.authorization.k8s.io", "clusterroles"), "v1", namespaced=False)
+    target = mig.ResourceTarget(GroupResource("rbac.authorization.k8s.io", "clusterroles"), "v1", namespaced=False)
     assert target.list_path == "/apis/rbac.authorization.k8s.io/v1/clusterroles"
     assert target.object_path(None, "x") == "/apis/rbac.authorization.k8s.io/v1/clusterroles/x"
     assert TARGET.object_path("ns", "x") == "/api/v1/namespaces/ns/configmaps/x"
-
-
-def test_unknown_write_method_is_refused():
-    with pytest.raises(ValueError):
-        mc.ClientMigrator(FakeApiserver(), TARGET, write_method="post")

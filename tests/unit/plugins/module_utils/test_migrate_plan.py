@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import migration_plan as plan
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.crds import crd_from_object
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -84,12 +84,15 @@ def test_read_status_metav1_conditions(conditions, phase):
 
 
 @pytest.mark.parametrize("served,requested,backend,api_version", [
-    ({"storagemigration.k8s.io": ["v1alpha1", "v1beta1", "v1"], "migration.k8s.io": ["v1alpha1"]}, "auto", "intree",
-     "storagemigration.k8s.io/v1"),
-    ({"storagemigration.k8s.io": ["v1alpha1", "v1beta1"]}, "auto", "intree", "storagemigration.k8s.io/v1beta1"),
-    ({"storagemigration.k8s.io": ["v1alpha1"]}, "auto", "intree", "storagemigration.k8s.io/v1alpha1"),
-    ({"migration.k8s.io": ["v1alpha1"]}, "auto", "sigs", "migration.k8s.io/v1alpha1"),
+    # auto is the client-side migrator whatever the cluster serves: it is the fastest everywhere
+    ({"storagemigration.k8s.io": ["v1alpha1", "v1beta1", "v1"], "migration.k8s.io": ["v1alpha1"]}, "auto", "client",
+     None),
+    ({"migration.k8s.io": ["v1alpha1"]}, "auto", "client", None),
     ({}, "auto", "client", None),
+    ({"storagemigration.k8s.io": ["v1alpha1", "v1beta1", "v1"], "migration.k8s.io": ["v1alpha1"]}, "intree", "intree",
+     "storagemigration.k8s.io/v1"),
+    ({"storagemigration.k8s.io": ["v1alpha1", "v1beta1"]}, "intree", "intree", "storagemigration.k8s.io/v1beta1"),
+    ({"storagemigration.k8s.io": ["v1alpha1"]}, "intree", "intree", "storagemigration.k8s.io/v1alpha1"),
     ({"storagemigration.k8s.io": ["v1"], "migration.k8s.io": ["v1alpha1"]}, "sigs", "sigs", "migration.k8s.io/v1alpha1"),
     ({"storagemigration.k8s.io": ["v1"]}, "client", "client", None),
 ])
@@ -136,21 +139,52 @@ def _record(persisted, current="NEW"):
     return StorageStateRecord(name="x", group="", resource="x", persisted_hashes=persisted, current_hash=current)
 
 
-@pytest.mark.parametrize("requested,verdicts,records,hashes,selected,skipped", [
-    (["configmaps", "deployments.apps"], None, {}, {}, ["configmaps", "deployments.apps"], []),
-    (["configmaps"], None, {"configmaps": _record(["NEW"])}, {"configmaps": "NEW"}, [], ["configmaps"]),
-    (["configmaps"], None, {"configmaps": _record(["OLD", "NEW"])}, {"configmaps": "NEW"}, ["configmaps"], []),
-    (["configmaps"], None, {"configmaps": _record(["Unknown"])}, {"configmaps": "NEW"}, ["configmaps"], []),
-    (["configmaps"], None, {"configmaps": _record(["NEW"])}, {"configmaps": None}, ["configmaps"], []),
-    (None, [{"resource": "a", "verdict": "needs_migration"}, {"resource": "b", "verdict": "unknown"},
-            {"resource": "c", "verdict": "safe"}, {"resource": "d", "verdict": "unsafe"}], {}, {},
+def _widgets_crd(stored_versions):
+    return crd_from_object({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                            "metadata": {"name": "widgets.example.com", "generation": 1},
+                            "spec": {"group": "example.com", "scope": "Namespaced",
+                                     "names": {"plural": "widgets", "kind": "Widget", "singular": "widget", "listKind": "WidgetList"},
+                                     "versions": [{"name": "v1alpha1", "served": True, "storage": False},
+                                                  {"name": "v1", "served": True, "storage": True}]},
+                            "status": {"storedVersions": stored_versions}})
+
+
+R, C, S = plan.RESOURCES, plan.FROM_CHECK, plan.FROM_RECORDS
+
+
+@pytest.mark.parametrize("mode,requested,verdicts,records,hashes,served,selected,skipped", [
+    (R, ["configmaps", "deployments.apps"], [], {}, {}, None, ["configmaps", "deployments.apps"], []),
+    (R, ["configmaps"], [], {"configmaps": _record(["NEW"])}, {"configmaps": "NEW"}, None, [], ["configmaps"]),
+    (R, ["configmaps"], [], {"configmaps": _record(["OLD", "NEW"])}, {"configmaps": "NEW"}, None, ["configmaps"], []),
+    (R, ["configmaps"], [], {"configmaps": _record(["Unknown"])}, {"configmaps": "NEW"}, None, ["configmaps"], []),
+    (R, ["configmaps"], [], {"configmaps": _record(["NEW"])}, {"configmaps": None}, None, ["configmaps"], []),
+    (C, [], [{"resource": "a", "verdict": "needs_migration"}, {"resource": "b", "verdict": "unknown"},
+             {"resource": "c", "verdict": "safe"}, {"resource": "d", "verdict": "unsafe"}], {}, {}, None,
      ["a", "b"], ["c", "d"]),
-    (["configmaps", "configmaps"], None, {}, {}, ["configmaps"], []),
+    (R, ["configmaps", "configmaps"], [], {}, {}, None, ["configmaps"], []),
+    # from_records: what the migrate role selected in Jinja before
+    (S, [], [], {"a": _record(["NEW"]), "b": _record(["OLD", "NEW"]), "c": _record(["Unknown"]), "d": _record([]),
+                 "e": _record(["OLD"])}, {"a": "NEW", "b": "NEW", "c": "NEW", "d": "NEW", "e": "NEW"}, None,
+     ["b", "c", "d", "e"], []),
+    # a stale record (no apiserver serves the resource) is skipped, never a failure
+    (S, [], [], {"gone": _record(["OLD", "NEW"]), "b": _record(["OLD"])}, {"b": "NEW"}, {"b"}, ["b"], ["gone"]),
+    (R, ["gone"], [], {"gone": _record(["OLD"])}, {}, {"b"}, [], ["gone"]),
+    (R, ["typo"], [], {}, {}, {"b"}, ["typo"], []),  # no record: left to fail with "check the resource name"
 ])
-def test_select_resources(requested, verdicts, records, hashes, selected, skipped):
-    selection = plan.select_resources(requested, verdicts, records, hashes)
+def test_select_resources(mode, requested, verdicts, records, hashes, served, selected, skipped):
+    given = plan.SelectionInput(mode=mode, requested=requested, verdicts=verdicts, records=records,
+                                current_hashes=hashes, served=served)
+    selection = plan.select_resources(given)
     assert selection.selected == selected
     assert [s["resource"] for s in selection.skipped] == skipped
+    if served is not None and skipped == ["gone"]:
+        assert selection.skipped[0]["reason"] == plan.STALE_REASON
+
+
+@pytest.mark.parametrize("stored,selected", [(["v1alpha1", "v1"], ["widgets.example.com"]), (["v1"], [])])
+def test_from_records_selects_crds_with_more_than_one_stored_version(stored, selected):
+    given = plan.SelectionInput(mode=plan.FROM_RECORDS, crds={"widgets.example.com": _widgets_crd(stored)})
+    assert plan.select_resources(given).selected == selected
 
 
 @pytest.mark.parametrize("backend,phase,needle", [

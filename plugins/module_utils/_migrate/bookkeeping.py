@@ -1,0 +1,65 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""After a verified migration: the StorageState record says ``[current]`` and a CRD's storedVersions is pruned.
+
+Only the runner calls this, and only for a resource whose objects this run verified (every object
+gone over from the first one, none failed) while every apiserver agreed on the hash.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.crds import crd_from_object
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
+
+CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+NO_STORAGE_STATE_CRD = "skipped: the StorageState CRD is not installed (run storage_state with install_crd: true)"
+
+
+def crd_or_none(client, name: str) -> Optional[dict]:
+    """The CRD named like the resource (None for a built-in): the storedVersions guard compares it after."""
+    try:
+        return client.get(f"{CRD_PATH}/{name}")
+    except ApiError as error:
+        if error.status == 404:
+            return None
+        raise
+
+
+def mark_migrated(client, resource: str, current_hash: str) -> str:
+    """StorageState persisted := [current]; without the StorageState CRD there is no record to update."""
+    try:
+        return storage_state_io.mark_migrated(client, resource, current_hash).action
+    except ApiError as error:
+        if error.status == 404:
+            return NO_STORAGE_STATE_CRD
+        raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated: {error}",
+                             details={"resource": resource}) from None
+
+
+def prune_stored_versions(client, crd_at_start: dict) -> Optional[list]:
+    """CRD ``status.storedVersions := [storage version]`` via ``/status``, guarded like cmctl.
+
+    Returns the value written, or None when nothing had to change. Raises ``MigrationError`` when the CRD
+    changed since the migration started or the value would be invalid (the real /status does not check).
+    """
+    name = (crd_at_start.get("metadata") or {}).get("name")
+    crd_now = client.get(f"{CRD_PATH}/{name}")
+    value, why = plan.stored_versions_value(crd_from_object(crd_at_start), crd_from_object(crd_now))
+    if why:
+        raise MigrationError(f"Objects of {name} were migrated, but status.storedVersions was not pruned: {why}",
+                             details={"resource": name})
+    if list((crd_now.get("status") or {}).get("storedVersions") or []) == value:
+        return None
+    body = dict(crd_now)
+    body["status"] = dict(crd_now.get("status") or {}, storedVersions=value)
+    try:
+        client.put(f"{CRD_PATH}/{name}/status", body)
+    except ApiError as error:
+        if error.status == 409:
+            raise MigrationError(f"CRD {name} changed while its storedVersions were being pruned; re-run.",
+                                 details={"resource": name}) from None
+        raise
+    return value

@@ -1,0 +1,460 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The client-side storage migrator: works on any cluster, needs only ``list`` and ``patch``.
+
+As kube-storage-version-migrator's ``pkg/migrator`` core loop: every object of a resource is listed
+in chunks (``limit``/``continue``, metadata only: ``as=PartialObjectMetadataList``) and written back
+with the smallest request that makes the apiserver re-encode it in the current storage version, a
+server-side apply carrying only identity and ``metadata.uid``/``metadata.resourceVersion`` as
+preconditions (like the in-tree controller). A 409 means someone rewrote it after we read it (done),
+a 404 that it is gone (done: the uid precondition never re-creates it).
+
+Transient failures are retried within a time budget, honouring ``Retry-After``. An object that is
+refused (admission, validation, RBAC) or keeps failing is recorded by name and the resource goes on,
+until more than ``max_failures`` objects failed. A decode failure on LIST stops the resource (every
+LIST covering the object fails). Nothing waits past the task's deadline: not the rate limiter, not a
+retry, not a request. After each finished chunk a checkpoint is saved through a ``CheckpointStore``.
+Memory holds at most two chunks, whatever the number of objects.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from typing import Callable, List, Optional
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import (
+    Deadline,
+    DeadlineExceeded,
+    RateLimiter,
+)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
+    ApiError,
+    EndpointUnreachable,
+    MigrationError,
+    is_decode_failure,
+)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryClock, RetryPolicy, call_with_retries
+
+FIELD_MANAGER = "kubeupgrade-storage-migrator"
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+APPLY_PATCH = "application/apply-patch+yaml"
+MAX_LIST_RESTARTS = 3
+MAX_EXPIRED_TOKENS = 20
+MAX_NAMESPACE_PROBES = 500
+MAX_REPORTED_FAILURES = 100
+# client-go retries a 429 ten times; an apiserver restart behind a load balancer answers 503 for several
+# seconds. Attempts are many; the time budget (and the task's deadline) is what bounds a retry.
+MIGRATION_RETRY = RetryPolicy(attempts=40, base_delay=0.25, max_delay=8.0, budget=90.0)
+
+
+class DecodeFailure(MigrationError):
+    """An object stored in a version the apiserver cannot decode: retrying never helps."""
+
+
+class Stopped(MigrationError):
+    """The run was told to stop (its playbook is gone, its Lease was lost, the apiservers stopped agreeing)."""
+
+
+@dataclass
+class ResourceTarget:
+    """What to migrate: the resource and the served version to read and write it through."""
+
+    group_resource: GroupResource
+    version: str
+    namespaced: bool = True
+    kind: str = ""
+    storage_hash: str = ""  # the hash the migration targets; a checkpoint for another hash is discarded
+
+    @property
+    def name(self) -> str:
+        return self.group_resource.name
+
+    @property
+    def api_version(self) -> str:
+        return self.group_resource.group_version(self.version)
+
+    @property
+    def list_path(self) -> str:
+        return f"{self.group_resource.api_prefix(self.version)}/{self.group_resource.resource}"
+
+    def object_path(self, namespace: Optional[str], name: str) -> str:
+        prefix = self.group_resource.api_prefix(self.version)
+        if namespace:
+            return f"{prefix}/namespaces/{namespace}/{self.group_resource.resource}/{name}"
+        return f"{prefix}/{self.group_resource.resource}/{name}"
+
+
+@dataclass
+class ClientOptions:
+    chunk_size: int = 500
+    concurrency: int = 4
+    qps: float = 0.0
+    max_failures: int = 10
+    policy: RetryPolicy = field(default_factory=lambda: MIGRATION_RETRY)
+    metadata_only: bool = True
+
+
+@dataclass
+class RunIdentity:
+    """Who runs the migration, and against which cluster: written into checkpoints (and Lease holders)."""
+
+    run_id: str
+    cluster: str
+
+
+@dataclass
+class Hooks:
+    """What the runner plugs in: the agreement gate, a stop signal, a progress sink."""
+
+    gate: Optional[Callable[[], None]] = None
+    gate_interval: float = 5.0
+    should_stop: Optional[Callable[[], Optional[str]]] = None  # returns why to stop, or None
+    on_progress: Optional[Callable[[object], None]] = None
+
+
+@dataclass
+class ClientProgress:
+    """Counters of one resource's client-side migration, returned in the module result."""
+
+    resource: str
+    objects_listed: int = 0
+    objects_written: int = 0
+    conflicts: int = 0  # 409: rewritten by someone else since we read it
+    gone: int = 0  # 404: deleted since we read it
+    failed: int = 0
+    chunks: int = 0
+    objects_remaining: Optional[int] = None  # remainingItemCount of the last chunk, when the server said
+    retries: int = 0
+    expired_tokens: int = 0
+    list_restarts: int = 0
+    resumed: bool = False
+    verification_pass: bool = False
+    verified: bool = False  # a full pass from the first object, by this run, without a failed object
+    checkpoint: Optional[str] = None
+    checkpoint_discarded: str = ""
+    failures: List[dict] = field(default_factory=list)
+
+    @property
+    def objects_migrated(self) -> int:
+        return self.objects_written + self.conflicts + self.gone
+
+    def to_dict(self) -> dict:
+        result = asdict(self)
+        result["objects_migrated"] = self.objects_migrated
+        return result
+
+
+def _object_label(target: ResourceTarget, item: dict) -> str:
+    meta = item.get("metadata") or {}
+    where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
+    return f"{target.name} {where}"
+
+
+def apply_body(target: ResourceTarget, item: dict) -> dict:
+    """Identity and preconditions only: the apiserver re-encodes the object and changes nothing else."""
+    meta = item.get("metadata") or {}
+    metadata = {"name": meta.get("name"), "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion")}
+    if meta.get("namespace"):
+        metadata["namespace"] = meta["namespace"]
+    return {"apiVersion": target.api_version, "kind": target.kind, "metadata": metadata}
+
+
+class ClientMigrator:
+    """Rewrites every object of one resource through one apiserver (the connection's host)."""
+
+    def __init__(self, client, target: ResourceTarget, options: Optional[ClientOptions] = None,
+                 identity: Optional[RunIdentity] = None, store: Optional[cp.CheckpointStore] = None):
+        self.options = options or ClientOptions()
+        self.client = _client_with_pool(client, self.options.concurrency)
+        self.target = target
+        self.identity = identity or RunIdentity("", getattr(client, "endpoint", ""))
+        self.store = store
+        self.deadline = Deadline(None)
+        self.hooks = Hooks()
+        self.sleep = time.sleep
+        self.limiter = RateLimiter(self.options.qps, self.deadline, sleep=self.sleep)
+        self.progress = ClientProgress(resource=target.name)
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._timed_out = threading.Event()  # a write gave up for the deadline: its chunk is not finished
+
+    def configure(self, deadline: Optional[Deadline] = None, hooks: Optional[Hooks] = None, sleep=None) -> ClientMigrator:
+        """Plug in the task's deadline, the runner's hooks and (for tests) the sleep function."""
+        self.deadline = deadline or self.deadline
+        self.hooks = hooks or self.hooks
+        self.sleep = sleep or self.sleep
+        self.limiter = RateLimiter(self.options.qps, self.deadline, sleep=self.sleep)
+        return self
+
+    # -- requests ----------------------------------------------------------------------------------------------
+    def _timing(self) -> RetryClock:
+        return RetryClock(sleep=self.sleep, clock=self.deadline.clock, deadline=self.deadline.at)
+
+    def _request_timeout(self) -> Optional[float]:
+        remaining = self.deadline.remaining()
+        if remaining is None:
+            return None
+        base = float(getattr(getattr(self.client, "settings", None), "timeout", 30.0) or 30.0)
+        return max(0.5, min(base, remaining))
+
+    def _count_retry(self, _error, _attempt, _wait) -> None:
+        with self._lock:
+            self.progress.retries += 1
+
+    def _call(self, fn):
+        timing = self._timing()
+        try:
+            return call_with_retries(fn, self.options.policy, on_retry=self._count_retry, timing=timing)
+        except ApiError:
+            if timing.deadline_hit or self.deadline.expired():
+                raise self._timeout() from None
+            raise
+
+    # -- LIST --------------------------------------------------------------------------------------------------
+    def _list_once(self, token: Optional[str]) -> dict:
+        self.limiter.acquire()
+        self.deadline.check(f"Migration of {self.target.name} timed out")
+        query = {"limit": self.options.chunk_size}
+        if token:
+            query["continue"] = token
+        accept = METADATA_LIST if self.options.metadata_only else "application/json"
+        return self.client.request("GET", self.target.list_path, query=query, accept=accept,
+                                   timeout=self._request_timeout()).json()
+
+    def _list(self, token: Optional[str]) -> dict:
+        """One chunk, surviving transient failures and expired tokens (410: server's fallback token, else restart)."""
+        while True:
+            try:
+                return self._call(functools.partial(self._list_once, token))
+            except DeadlineExceeded:
+                raise
+            except ApiError as error:
+                if error.status != 410 or not token:
+                    raise self._list_error(error, token) from None
+                token = self._after_expired(error, token)
+
+    def _after_expired(self, error: ApiError, token: str) -> Optional[str]:
+        fallback = ((error.body or {}).get("metadata") or {}).get("continue") if isinstance(error.body, dict) else None
+        with self._lock:
+            self.progress.expired_tokens += 1
+        if fallback and fallback != token and self.progress.expired_tokens <= MAX_EXPIRED_TOKENS:
+            return fallback
+        if self.progress.list_restarts >= MAX_LIST_RESTARTS:
+            raise MigrationError(
+                f"Migration of {self.target.name} stopped: the list kept expiring (HTTP 410) after "
+                f"{MAX_LIST_RESTARTS} restarts; the apiserver compacts faster than the migration lists. "
+                "Raise etcd's compaction interval or chunk_size, then re-run.", details={"resource": self.target.name})
+        with self._lock:
+            self.progress.list_restarts += 1
+        return None
+
+    def _list_error(self, error: ApiError, token: Optional[str]) -> MigrationError:
+        where = f"apiserver {error.endpoint or getattr(self.client, 'endpoint', '?')}"
+        done = self.progress.objects_migrated
+        if is_decode_failure(error.status, error.api_message):
+            namespaces = self._locate_undecodable() if self.target.namespaced else []
+            located = (f" in namespace(s) {', '.join(namespaces)}" if namespaces else "")
+            return DecodeFailure(
+                f"Migration of {self.target.name} stopped: {where} cannot decode an object of {self.target.name}"
+                f"{located} (LIST failed with HTTP 500: {error.api_message}). The object is stored in etcd in a "
+                "version this apiserver cannot read, so no API call can read, rewrite or delete it, and every LIST "
+                f"covering it fails. {done} objects were migrated before. Next step: find the key "
+                f"(etcdctl get --prefix --keys-only /registry/...{'/' + namespaces[0] if namespaces else ''}), restore "
+                "it with an apiserver release that can decode it or delete the key, then re-run. Not retried.",
+                details={"resource": self.target.name, "endpoint": error.endpoint, "namespaces": namespaces,
+                         "status": error.status, "message": error.api_message, "objects_migrated": done})
+        cause = "the apiserver refused"
+        if isinstance(error, EndpointUnreachable) or error.status in self.options.policy.retry_statuses:
+            cause = f"gave up after retrying ({_retry_bound(self.options.policy)})"
+        return MigrationError(
+            f"Migration of {self.target.name} stopped: listing it on {where} failed ({cause}): {error}",
+            details={"resource": self.target.name, "status": error.status, "reason": error.reason,
+                     "objects_migrated": done, "continue": token})
+
+    def _locate_undecodable(self) -> List[str]:
+        """Namespaces whose LIST fails to decode: LISTs of clean namespaces still work."""
+        found: List[str] = []
+        try:
+            page = self.client.request("GET", "/api/v1/namespaces", query={"limit": MAX_NAMESPACE_PROBES},
+                                       accept=METADATA_LIST, timeout=self._request_timeout()).json()
+            for item in page.get("items") or []:
+                namespace = (item.get("metadata") or {}).get("name")
+                path = f"{self.target.group_resource.api_prefix(self.target.version)}/namespaces/{namespace}/" \
+                       f"{self.target.group_resource.resource}"
+                try:
+                    self.client.request("GET", path, query={"limit": 1}, accept=METADATA_LIST,
+                                        timeout=self._request_timeout())
+                except ApiError as error:
+                    if is_decode_failure(error.status, error.api_message):
+                        found.append(namespace)
+        except ApiError:
+            pass  # locating is a courtesy; the failure itself is already known
+        return found
+
+    # -- writes ------------------------------------------------------------------------------------------------
+    def _send(self, path: str, body: dict) -> None:
+        self.limiter.acquire()
+        self.client.request("PATCH", path, body=body, content_type=APPLY_PATCH,
+                            query={"fieldManager": FIELD_MANAGER}, timeout=self._request_timeout())
+
+    def _count(self, counter: str) -> None:
+        with self._lock:
+            setattr(self.progress, counter, getattr(self.progress, counter) + 1)
+
+    def _write(self, item: dict) -> None:
+        """Write one object back; a refused or failing object is recorded and the resource goes on."""
+        if self._stop.is_set():
+            return
+        meta = item.get("metadata") or {}
+        path = self.target.object_path(meta.get("namespace"), meta.get("name"))
+        body = apply_body(self.target, item)
+        try:
+            self._call(functools.partial(self._send, path, body))
+        except DeadlineExceeded:
+            self._timed_out.set()
+            self._stop.set()
+            return
+        except ApiError as error:
+            if error.status in (409, 404):
+                self._count("conflicts" if error.status == 409 else "gone")
+                return
+            self._record_failure(error, item)
+            return
+        self._count("objects_written")
+
+    def _record_failure(self, error: ApiError, item: dict) -> None:
+        label = _object_label(self.target, item)
+        if is_decode_failure(error.status, error.api_message):
+            why = "stored in a version this apiserver cannot decode; restore it with a release that can, or delete its etcd key"
+        elif isinstance(error, EndpointUnreachable) or error.status in self.options.policy.retry_statuses:
+            why = f"still failing after retrying ({_retry_bound(self.options.policy)})"
+        else:
+            why = ("refused by the apiserver (an admission policy or webhook denying updates, a validation error, or "
+                   "RBAC without patch)")
+        entry = {"object": label, "status": error.status, "reason": error.reason,
+                 "message": (error.api_message or str(error))[:500], "why": why}
+        with self._lock:
+            self.progress.failed += 1
+            if len(self.progress.failures) < MAX_REPORTED_FAILURES:
+                self.progress.failures.append(entry)
+            if self.progress.failed > self.options.max_failures:
+                self._stop.set()
+
+    # -- the loop ----------------------------------------------------------------------------------------------
+    def _timeout(self) -> MigrationError:
+        return DeadlineExceeded(
+            f"Migration of {self.target.name} timed out after {self.progress.objects_migrated} objects "
+            f"({self.progress.chunks} chunks); re-run to resume from the checkpoint, or raise 'timeout'.",
+            details={"resource": self.target.name, "progress": self.progress.to_dict()})
+
+    def _between_chunks(self, last_gate: float) -> float:
+        if self.deadline.expired():
+            raise self._timeout()
+        why = self.hooks.should_stop() if self.hooks.should_stop else None
+        if why:
+            raise Stopped(f"Migration of {self.target.name} stopped after {self.progress.objects_migrated} objects: {why}",
+                          details={"resource": self.target.name})
+        now = self.deadline.clock()
+        if self.hooks.gate is not None and now - last_gate >= self.hooks.gate_interval:
+            self.hooks.gate()
+            return self.deadline.clock()
+        return last_gate
+
+    def _after_chunk(self, next_token: Optional[str]) -> None:
+        if self.progress.failed > self.options.max_failures:
+            raise self._too_many_failures()
+        if self._timed_out.is_set():
+            raise self._timeout()
+        self.progress.chunks += 1
+        if next_token and self.store is not None:
+            self.store.save(cp.Checkpoint(self.target.name, self.identity.cluster, self.target.storage_hash,
+                                          self.identity.run_id, next_token, time.time(),
+                                          self.progress.objects_migrated, self.progress.chunks))
+        if self.hooks.on_progress is not None:
+            self.hooks.on_progress(self.progress)
+
+    def _too_many_failures(self) -> MigrationError:
+        return MigrationError(
+            f"Migration of {self.target.name} stopped: {self.progress.failed} objects failed, more than max_failures "
+            f"({self.options.max_failures}). First: {self.progress.failures[0]['object']}: "
+            f"{self.progress.failures[0]['message']}. Fix the cause and re-run.",
+            details={"resource": self.target.name, "failures": self.progress.failures})
+
+    def _pass(self, token: Optional[str]) -> None:
+        """One pass over the objects from ``token`` (None: from the first) to the end."""
+        with ThreadPoolExecutor(max_workers=self.options.concurrency) as writers, \
+                ThreadPoolExecutor(max_workers=1) as lister:
+            page = self._list(token)
+            last_gate = self.deadline.clock()
+            while True:
+                next_token = (page.get("metadata") or {}).get("continue") or None
+                prefetch = lister.submit(self._list, next_token) if next_token else None
+                items = page.get("items") or []
+                self.progress.objects_listed += len(items)
+                remaining = (page.get("metadata") or {}).get("remainingItemCount")
+                self.progress.objects_remaining = remaining if next_token else 0
+                del page
+                try:
+                    self._write_chunk(writers, items)
+                    self._after_chunk(next_token)
+                    last_gate = self._between_chunks(last_gate)
+                except Exception:
+                    if prefetch is not None:
+                        prefetch.cancel()
+                    raise
+                if prefetch is None:
+                    return
+                page = prefetch.result()
+
+    def _write_chunk(self, writers, items: list) -> None:
+        if self.options.concurrency == 1:
+            for item in items:
+                self._write(item)
+            return
+        list(writers.map(self._write, items))
+
+    def run(self) -> ClientProgress:
+        """Migrate every object; a resumed run ends with a verification pass over every object.
+
+        ``progress.verified`` is True only when this run went over every object from the first one
+        without a failed object: only then may a record say ``[current]``.
+        """
+        wanted = cp.Checkpoint(self.target.name, self.identity.cluster, self.target.storage_hash,
+                               self.identity.run_id, "", time.time())
+        saved = None
+        if self.store is not None:
+            saved, self.progress.checkpoint_discarded = self.store.load(wanted)
+        self.progress.resumed = saved is not None
+        self._pass(saved.token if saved else None)
+        if saved is not None:
+            # The chunks before the checkpoint were migrated by another run, possibly before a rollback or
+            # by an apiserver writing another version: go over every object again before trusting it.
+            self.progress.verification_pass = True
+            self._pass(None)
+        if self.store is not None:
+            self.store.remove(wanted)
+        self.progress.verified = self.progress.failed == 0
+        return self.progress
+
+
+def _retry_bound(policy: RetryPolicy) -> str:
+    if policy.budget is None:
+        return f"{policy.attempts} attempts"
+    return f"up to {policy.attempts} attempts within {policy.budget:g}s"
+
+
+def _client_with_pool(client, concurrency: int):
+    """A client whose connection pool fits every worker plus the prefetching lister (no blocking on the pool)."""
+    needed = int(concurrency) + 2
+    if hasattr(client, "settings") and hasattr(client, "for_endpoint") and getattr(client, "maxsize", needed) < needed:
+        return type(client)(client.settings, client.endpoint, maxsize=needed)
+    return client
+
+
+def progress_fields(progress: ClientProgress) -> dict:
+    return {k: v for k, v in progress.to_dict().items() if k not in ("resource", "failures")}

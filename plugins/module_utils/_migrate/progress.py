@@ -1,0 +1,128 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What the operator sees while a migration runs, and how a migration notices that nobody is watching.
+
+A module cannot print while it runs. The ``storage_migration`` action plugin gives the module a
+status file; the module rewrites it (atomically, at most every ``interval`` seconds and when a
+resource finishes) with one line per finished resource and one line per running resource
+(done/total, rate, ETA). The action plugin prints new lines as they appear, and touches a heartbeat
+file next to it; when the heartbeat stops (the playbook was killed) or the module's parent process is
+gone, ``StopSignal`` tells the migration to stop between chunks, before any record is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+import time
+from typing import Dict, List, Optional
+
+HEARTBEAT_SUFFIX = ".alive"
+HEARTBEAT_TIMEOUT = 10.0
+
+
+def rate_line(resource: str, done: int, total: Optional[int], seconds: float) -> str:
+    """Pure: ``configmaps: 1200/5000 objects, 400/s, ETA 10s``."""
+    rate = done / seconds if seconds > 0 else 0.0
+    text = f"{resource}: {done}/{total if total is not None else '?'} objects, {rate:.0f}/s"
+    if total is not None and rate > 0 and total > done:
+        text += f", ETA {(total - done) / rate:.0f}s"
+    return text
+
+
+def finished_line(entry: dict) -> str:
+    """Pure: the line of a finished resource (objects, rate, time) as the summary table shows it."""
+    seconds = float(entry.get("seconds") or 0.0)
+    objects = entry.get("objects_migrated")
+    status = entry.get("status", "?")
+    text = f"{entry.get('resource')}: {status} via {entry.get('backend', '?')}"
+    if objects is not None:
+        rate = objects / seconds if seconds > 0 else 0.0
+        text += f", {objects} objects in {seconds:.1f}s ({rate:.0f}/s)"
+    if entry.get("objects_failed"):
+        text += f", {entry['objects_failed']} failed"
+    return text
+
+
+def summary_table(entries: List[dict], skipped: List[dict]) -> List[str]:
+    """Pure: the table every migrate play ends with, one row per resource."""
+    rows = [("RESOURCE", "STATUS", "BACKEND", "OBJECTS", "FAILED", "SECONDS")]
+    for entry in entries:
+        rows.append((str(entry.get("resource")), str(entry.get("status")), str(entry.get("backend")),
+                     str(entry.get("objects_migrated", "-") if entry.get("objects_migrated") is not None else "-"),
+                     str(entry.get("objects_failed") or 0), f"{float(entry.get('seconds') or 0):.1f}"))
+    for skip in skipped:
+        rows.append((str(skip.get("resource")), "skipped", "-", "-", "-", "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    lines += [f"skipped {s.get('resource')}: {s.get('reason')}" for s in skipped]
+    return lines
+
+
+class StatusFile:
+    """The module side: keeps the lines and rewrites the file; a no-op without a path."""
+
+    def __init__(self, path: Optional[str], interval: float = 5.0, clock=time.monotonic):
+        self.path = path
+        self.interval = interval
+        self.clock = clock
+        self.finished: List[str] = []
+        self.running: Dict[str, str] = {}
+        self._last = 0.0
+        self._lock = threading.Lock()
+
+    def running_line(self, resource: str, line: str) -> None:
+        with self._lock:
+            self.running[resource] = line
+            due = self.clock() - self._last >= self.interval
+        if due:
+            self.flush()
+
+    def finished_line(self, resource: str, line: str) -> None:
+        with self._lock:
+            self.running.pop(resource, None)
+            self.finished.append(line)
+        self.flush()
+
+    def flush(self) -> None:
+        if not self.path:
+            return
+        with self._lock:
+            self._last = self.clock()
+            data = {"finished": list(self.finished), "running": dict(self.running), "written_at": time.time()}
+        directory = os.path.dirname(self.path) or "."
+        try:
+            fd, tmp = tempfile.mkstemp(dir=directory, prefix=".status-")
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                json.dump(data, handle)
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # progress display is a courtesy; the migration goes on
+
+
+class StopSignal:
+    """Why to stop (the parent process is gone, the playbook's heartbeat stopped), or None."""
+
+    def __init__(self, status_path: Optional[str], parent: Optional[int] = None, clock=time.time):
+        self.parent = os.getppid() if parent is None else parent
+        self.heartbeat = (status_path + HEARTBEAT_SUFFIX) if status_path else None
+        self.watch_heartbeat = bool(self.heartbeat and os.path.exists(self.heartbeat))
+        self.clock = clock
+        self.extra = []  # more callables returning a reason (the Leases)
+
+    def __call__(self) -> Optional[str]:
+        if os.getppid() != self.parent:
+            return "the process that started this module is gone (the playbook was stopped)"
+        if self.watch_heartbeat:
+            try:
+                age = self.clock() - os.path.getmtime(self.heartbeat)
+            except OSError:
+                age = HEARTBEAT_TIMEOUT + 1
+            if age > HEARTBEAT_TIMEOUT:
+                return f"the playbook stopped watching this migration {age:.0f}s ago (it was killed)"
+        for check in self.extra:
+            why = check()
+            if why:
+                return why
+        return None

@@ -1,0 +1,365 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What ``storage_migration`` calls: validate, observe, select, gate, lock, migrate, verify, record.
+
+Order of events for each selected resource (several at a time, bounded by ``parallel_resources``):
+take its Lease; migrate (client-side loop, or a cluster-side migration object); check that every
+apiserver still agrees on the hash; only then, and only when this run verified every object with
+none failed, set its StorageState record to ``[current]`` and prune a CRD's storedVersions; delete
+the succeeded migration object; release the Lease. One deadline (``timeout``) bounds the whole task.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import bookkeeping, plan
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.cluster_driver import (
+    ClusterMigrator,
+    served_migration_apis,
+)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.lease import ResourceLease
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progress import (
+    StatusFile,
+    StopSignal,
+    finished_line,
+    rate_line,
+    summary_table,
+)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import compare
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
+    ConfigurationError,
+    DisagreementError,
+    KubeUpgradeError,
+    MigrationError,
+)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds
+
+STARTED = "started"
+WOULD_MIGRATE = "would_migrate"
+FAILED = "failed"
+
+
+@dataclass
+class Run:
+    """Everything one task shares across its resources."""
+
+    mod: object
+    params: dict
+    deadline: Deadline
+    clients: list = field(default_factory=list)
+    cluster: object = None
+    profiles: object = None
+    observation: object = None
+    current: Dict[str, Optional[str]] = field(default_factory=dict)
+    store: Optional[cp.CheckpointStore] = None
+    identity: Optional[mig.RunIdentity] = None
+    status: Optional[StatusFile] = None
+    stop: Optional[StopSignal] = None
+
+
+# -- options ---------------------------------------------------------------------------------------------------
+
+_MINIMUMS = (("timeout", 1), ("concurrency", 1), ("chunk_size", 1), ("poll_interval", 0.05),
+             ("parallel_resources", 1), ("lock_duration", 5))
+
+
+def check_params(params: dict) -> None:
+    """Argument errors AnsibleModule cannot express, found before any request."""
+    select = params["select"]
+    if select == plan.RESOURCES and not params["resources"]:
+        raise ConfigurationError("Set 'resources' (for example [secrets, widgets.example.com]), or select: "
+                                 "from_records or from_check.")
+    if select != plan.RESOURCES and params["resources"]:
+        raise ConfigurationError(f"'resources' and select: {select} are mutually exclusive.")
+    if select == plan.FROM_CHECK and not params.get("target_release") and not params.get("target_crds"):
+        raise ConfigurationError("select: from_check needs 'target_release' and/or 'target_crds'.")
+    for name in params["resources"]:
+        try:
+            GroupResource.parse(name)
+        except ValueError as error:
+            raise ConfigurationError(f"'resources': {error}") from None
+    for name, low in _MINIMUMS:
+        if params[name] < low:
+            raise ConfigurationError(f"'{name}' must be at least {low}, got {params[name]}.")
+    for name in ("qps", "stall_timeout", "max_failures"):
+        if params[name] < 0:
+            raise ConfigurationError(f"'{name}' must not be negative, got {params[name]}.")
+    if 0 < params["qps"] < 0.01:
+        raise ConfigurationError(f"'qps' {params['qps']} allows one request every {1 / params['qps']:.0f}s; "
+                                 "give at least 0.01, or 0 for no limit.")
+
+
+def _store(mod, params) -> cp.FileStore:
+    directory = params.get("checkpoint_dir") or cp.default_directory(getattr(mod.module, "tmpdir", None))
+    store = cp.FileStore(directory)
+    store.check_writable()
+    return store
+
+
+# -- observe and select ----------------------------------------------------------------------------------------
+
+def _verdicts(run: Run) -> list:
+    params = run.params
+    release = run.profiles.get(params["target_release"]) if params.get("target_release") else None
+    manifests = load_target_crds(params["target_crds"]) if params.get("target_crds") else None
+    judgement = verdicts.judge(run.observation, verdicts.Target(release=release, crd_manifests=manifests), run.profiles)
+    return [{"resource": v.resource, "verdict": v.verdict} for v in judgement.resources]
+
+
+def _served(observation) -> set:
+    return {name for ep in observation.endpoints if ep.reachable for name, res in ep.resources.items()
+            if res.storage_hash}
+
+
+def _select(run: Run):
+    params = run.params
+    requested = [GroupResource.parse(n).name for n in params["resources"]]
+    given = plan.SelectionInput(mode=params["select"], requested=requested, records=run.observation.storage_states,
+                                crds=run.observation.crds, served=_served(run.observation))
+    if params["select"] == plan.FROM_CHECK:
+        given.verdicts = _verdicts(run)
+    first = plan.select_resources(given)  # which names to compare; the hashes decide idempotence below
+    names = first.selected + [s["resource"] for s in first.skipped]
+    agreement = compare(run.observation.endpoints, names or None, require_ready=True,
+                        ignore=run.observation.aggregated_group_versions())
+    for name in names:
+        values = set((agreement.hashes.get(name) or {}).values())
+        run.current[name] = values.pop() if len(values) == 1 else None
+    given.current_hashes = run.current
+    return plan.select_resources(given), agreement
+
+
+def _require_agreement(selected: List[str], agreement, current) -> None:
+    for name in selected:
+        if not agreement.agreed or not current.get(name) or name in agreement.disagreeing:
+            raise DisagreementError(
+                f"Not starting the migration of {name}: the apiservers do not agree "
+                f"({plan.describe_disagreement(name, agreement)}). Wait until every apiserver runs the same release "
+                "(storage_version_agreement), then re-run.",
+                details={"resource": name, "hashes": agreement.hashes.get(name) or {},
+                         "unreachable": agreement.unreachable, "unready": agreement.unready})
+
+
+def gate_for(run: Run, resource: str):
+    """A callable raising ``DisagreementError`` as soon as the endpoints stop agreeing on the hash."""
+    expected = run.current[resource]
+
+    def gate() -> None:
+        observation = observe(run.clients, run.profiles, resources=[resource], include=())
+        agreement = compare(observation.endpoints, [resource], require_ready=True, ignore=observation.aggregated_group_versions())
+        values = set((agreement.hashes.get(resource) or {}).values())
+        if not agreement.agreed or values != {expected}:
+            raise DisagreementError(
+                f"Migration of {resource} stopped: the apiservers stopped agreeing "
+                f"({plan.describe_disagreement(resource, agreement, expected)}). An apiserver writing another storage "
+                "version would undo the migration. Finish or roll back the upgrade so that every apiserver agrees, "
+                "then re-run.",
+                details={"resource": resource, "hashes": agreement.hashes.get(resource) or {},
+                         "unreachable": agreement.unreachable, "unready": agreement.unready})
+    return gate
+
+
+# -- one resource ----------------------------------------------------------------------------------------------
+
+def _version(run: Run, name: str, crd: Optional[dict]):
+    observed = next((ep.resources[name] for ep in run.observation.endpoints if name in ep.resources), None)
+    if observed is None:
+        raise MigrationError(f"No apiserver serves {name}; check the resource name.", details={"resource": name})
+    served = observed.served_versions
+    version = observed.storage_version if observed.storage_version in served else (served[0] if served else None)
+    if crd is not None:
+        storage = [v.get("name") for v in (crd.get("spec") or {}).get("versions") or [] if v.get("storage")]
+        version = storage[0] if storage and storage[0] in served else version
+    if not version:
+        raise MigrationError(f"{name} has no served version to migrate through.", details={"resource": name})
+    return observed, version
+
+
+def _client_side(run: Run, name: str, entry: dict, crd: Optional[dict]) -> None:
+    observed, version = _version(run, name, crd)
+    params = run.params
+    target = mig.ResourceTarget(GroupResource.parse(name), version, namespaced=observed.namespaced,
+                                kind=observed.kind, storage_hash=run.current[name])
+    options = mig.ClientOptions(chunk_size=params["chunk_size"], concurrency=params["concurrency"], qps=params["qps"],
+                                max_failures=params["max_failures"])
+    started = time.monotonic()
+
+    def on_progress(progress) -> None:
+        run.status.running_line(name, rate_line(name, progress.objects_migrated,
+                                                progress.objects_migrated + (progress.objects_remaining or 0),
+                                                time.monotonic() - started))
+
+    hooks = mig.Hooks(gate=gate_for(run, name), gate_interval=params["poll_interval"], should_stop=run.stop,
+                      on_progress=on_progress)
+    migrator = mig.ClientMigrator(run.cluster, target, options, run.identity, run.store)
+    migrator.configure(run.deadline, hooks)
+    try:
+        progress = migrator.run()
+    finally:
+        counters = migrator.progress
+        entry.update(objects_migrated=counters.objects_migrated, objects_remaining=counters.objects_remaining,
+                     objects_failed=counters.failed, failed_objects=list(counters.failures),
+                     progress=mig.progress_fields(counters))
+    entry["verified"] = progress.verified
+    entry["status"] = plan.SUCCEEDED if progress.verified else FAILED
+
+
+def _cluster_side(run: Run, name: str, entry: dict, choice: plan.BackendChoice) -> Optional[ClusterMigrator]:
+    _observed, version = _version(run, name, None)
+    driver = ClusterMigrator(run.cluster, choice, poll_interval=run.params["poll_interval"],
+                             stall_timeout=run.params["stall_timeout"])
+    entry["name"] = driver.create(GroupResource.parse(name), version)
+    if not run.params["wait"]:
+        entry["status"] = STARTED
+        return None
+    driver.wait(entry["name"], name, run.deadline, gate=gate_for(run, name), progress=entry)
+    entry["status"] = plan.SUCCEEDED
+    entry["verified"] = True  # the controller went over every object and reported success
+    return driver
+
+
+def _record(run: Run, name: str, entry: dict, crd: Optional[dict]) -> None:
+    """Only a verified migration, checked again against the apiservers' agreement, changes a record."""
+    gate_for(run, name)()
+    if run.stop is not None:
+        why = run.stop()
+        if why:
+            raise mig.Stopped(f"Migration of {name} finished but was not recorded: {why}", details={"resource": name})
+    if run.params["update_records"]:
+        entry["record"] = bookkeeping.mark_migrated(run.cluster, name, run.current[name])
+        if entry["record"].startswith("skipped"):
+            run.mod.warn(f"{name}: StorageState record {entry['record']}; a re-run will migrate it again.")
+    entry["stored_versions"] = None
+    if crd is not None and run.params["prune_crd_stored_versions"]:
+        entry["stored_versions"] = bookkeeping.prune_stored_versions(run.cluster, crd)
+
+
+def _migrate_locked(run: Run, name: str, entry: dict, choice: plan.BackendChoice) -> None:
+    crd = bookkeeping.crd_or_none(run.cluster, name) if GroupResource.parse(name).group else None
+    driver = None
+    if choice.backend == plan.CLIENT:
+        _client_side(run, name, entry, crd)
+    else:
+        driver = _cluster_side(run, name, entry, choice)
+    if entry["status"] == plan.SUCCEEDED:
+        _record(run, name, entry, crd)
+        if driver is not None and not run.params["keep_migration_objects"]:
+            entry["migration_object_deleted"] = driver.delete(entry["name"])
+
+
+def migrate_resource(run: Run, name: str, choice: plan.BackendChoice) -> dict:
+    """Lock, migrate and record one resource; a failure is reported in its entry, not raised."""
+    entry = {"resource": name, "backend": choice.backend, "api_version": choice.api_version, "name": None,
+             "status": "running", "storage_hash": run.current[name], "record": None}
+    started = time.monotonic()
+    lease = None
+    try:
+        if run.params["lock"]:
+            lease = ResourceLease(run.cluster, name, f"{run.identity.run_id}@{socket.gethostname()}",
+                                  duration=int(run.params["lock_duration"]))
+            lease.acquire(run.deadline)
+            entry["lease"] = lease.name
+            run.stop.extra.append(lambda: lease.lost or None)
+        _migrate_locked(run, name, entry, choice)
+    except KubeUpgradeError as error:
+        entry["status"] = FAILED
+        entry["error"] = str(error)
+    finally:
+        if lease is not None:
+            lease.release()
+        entry["seconds"] = round(time.monotonic() - started, 3)
+        run.status.finished_line(name, finished_line(entry))
+    return entry
+
+
+# -- the task --------------------------------------------------------------------------------------------------
+
+def _prepare(mod) -> Run:
+    params = mod.params
+    check_params(params)
+    deadline = Deadline.after(params["timeout"])
+    run = Run(mod=mod, params=params, deadline=deadline)
+    run.store = _store(mod, params)
+    run.status = StatusFile(params.get("progress_file"))
+    run.stop = StopSignal(params.get("progress_file"))
+    run.profiles = load_profiles(params.get("profiles_file"), params.get("profiles"))
+    run.clients = mod.endpoint_clients()
+    run.cluster = mod.client()
+    run.identity = mig.RunIdentity(run_id=uuid.uuid4().hex[:12], cluster=run.cluster.endpoint)
+    requested = [GroupResource.parse(n).name for n in params["resources"]] or None
+    run.observation = observe(run.clients, run.profiles, resources=requested, include=("crds", "storage_states"),
+                              cluster_client=run.cluster)
+    return run
+
+
+def _choose(run: Run) -> plan.BackendChoice:
+    try:
+        return plan.choose_backend(served_migration_apis(run.cluster) if run.params["backend"] in (plan.INTREE, plan.SIGS)
+                                   else {}, run.params["backend"])
+    except ValueError as error:
+        raise ConfigurationError(str(error)) from None
+
+
+def _message(migrations: List[dict], choice: plan.BackendChoice) -> str:
+    done = [m["resource"] for m in migrations if m["status"] == plan.SUCCEEDED]
+    started = [m["resource"] for m in migrations if m["status"] == STARTED]
+    parts = []
+    if done:
+        parts.append(f"Migrated {', '.join(done)} with the {choice.backend} backend.")
+    if started:
+        parts.append(f"Started the migration of {', '.join(started)} with the {choice.backend} backend "
+                     "(wait: false: nothing is recorded until a run waits for it).")
+    return " ".join(parts)
+
+
+def run(mod) -> dict:
+    """The module's whole task; returns its result or raises ``KubeUpgradeError`` with the same keys in details."""
+    run_ = _prepare(mod)
+    selection, agreement = _select(run_)
+    result = {"changed": False, "migrations": [], "skipped_resources": selection.skipped, "summary": [],
+              "stale_records": [s["resource"] for s in selection.skipped if s["reason"] == plan.STALE_REASON]}
+    if not selection.selected:
+        result["msg"] = "Nothing to migrate."
+        result["summary"] = summary_table([], selection.skipped)
+        return result
+    _require_agreement(selection.selected, agreement, run_.current)
+    choice = _choose(run_)
+    result["backend"] = {"backend": choice.backend, "api_version": choice.api_version, "reason": choice.reason}
+    result["changed"] = True
+    if mod.check_mode:
+        result["migrations"] = [{"resource": n, "backend": plan.backend_for(choice, n).backend,
+                                 "api_version": plan.backend_for(choice, n).api_version, "name": None,
+                                 "status": WOULD_MIGRATE, "storage_hash": run_.current[n]} for n in selection.selected]
+        result["msg"] = f"Would migrate {', '.join(selection.selected)} with the {choice.backend} backend."
+        return result
+    with ThreadPoolExecutor(max_workers=run_.params["parallel_resources"]) as pool:
+        futures = [pool.submit(migrate_resource, run_, n, plan.backend_for(choice, n)) for n in selection.selected]
+        result["migrations"] = [f.result() for f in futures]
+    result["summary"] = summary_table(result["migrations"], selection.skipped)
+    failed = [m for m in result["migrations"] if m["status"] == FAILED]
+    if failed:
+        raise MigrationError(
+            f"Migration of {len(failed)} of {len(result['migrations'])} resources failed: "
+            + " ".join(f"{m['resource']}: {m.get('error') or _failed_objects(m)}" for m in failed),
+            details={k: v for k, v in result.items() if k != "changed"})
+    result["msg"] = _message(result["migrations"], choice)
+    return result
+
+
+def _failed_objects(entry: dict) -> str:
+    objects = entry.get("failed_objects") or []
+    names = ", ".join(f"{o['object']} ({o['status']} {o['reason']}: {o['message']})" for o in objects[:5])
+    return (f"{entry.get('objects_failed')} objects failed: {names}. Fix the cause and re-run; the record was not "
+            "changed.")
