@@ -141,8 +141,12 @@ def _select(run: Run):
     return plan.select_resources(given), agreement
 
 
-def _require_agreement(selected: List[str], agreement, current) -> None:
+def _require_agreement(selected: List[str], observation, current) -> None:
+    """Each selected resource on its own: a record nothing serves any more, or a failed discovery of another
+    group, must not hold back a resource every apiserver agrees on."""
+    ignore = observation.aggregated_group_versions()
     for name in selected:
+        agreement = compare(observation.endpoints, [name], require_ready=True, ignore=ignore)
         if not agreement.agreed or not current.get(name) or name in agreement.disagreeing:
             raise DisagreementError(
                 f"Not starting the migration of {name}: the apiservers do not agree "
@@ -334,7 +338,7 @@ def run(mod) -> dict:
         result["msg"] = "Nothing to migrate."
         result["summary"] = summary_table([], selection.skipped)
         return result
-    _require_agreement(selection.selected, agreement, run_.current)
+    _require_agreement(selection.selected, run_.observation, run_.current)
     choice = _choose(run_)
     result["backend"] = {"backend": choice.backend, "api_version": choice.api_version, "reason": choice.reason}
     result["changed"] = True
