@@ -13,6 +13,7 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import ObservedResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import normalize_release
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -51,7 +52,7 @@ def group_versions(api_doc, apis_doc) -> List[Tuple[str, str, str]]:
         for entry in group.get("versions") or []:
             version = entry.get("version") or entry.get("groupVersion", "").rpartition("/")[2]
             if version:
-                result.append((name, version, f"/apis/{name}/{version}"))
+                result.append((name, version, paths.group_version(name, version)))
     return result
 
 
