@@ -10,12 +10,15 @@ from __future__ import annotations
 
 
 class KubeUpgradeError(Exception):
-    """Base class: ``str(error)`` is the operator-facing message; ``details`` goes into the result."""
+    """Base class: ``str(error)`` is the operator-facing message; ``details`` becomes the failure's
+    ``error`` object, and ``result`` the top-level result keys already known when it was raised
+    (a migration's finished entries, say), which the failure returns like a success would."""
 
-    def __init__(self, message, details=None):
+    def __init__(self, message, details=None, result=None):
         super().__init__(message)
         self.message = message
         self.details = details or {}
+        self.result = result or {}
 
 
 class ConfigurationError(KubeUpgradeError):

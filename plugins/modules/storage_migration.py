@@ -368,7 +368,7 @@ def run(mod) -> dict:
             _migrate_one(mod, params, clients, cluster, profiles, observation, backend, name, current[name], entry)
         except KubeUpgradeError as error:
             entry["status"] = "failed"
-            error.details = dict(error.details or {}, migrations=result["migrations"], skipped_resources=result["skipped_resources"])
+            error.result = {"migrations": result["migrations"], "skipped_resources": result["skipped_resources"]}
             raise
     done = [m["resource"] for m in result["migrations"]]
     result["msg"] = f"Migrated {', '.join(done)} with the {choice.backend} backend."
@@ -392,7 +392,7 @@ def _migrate_one(mod, params, clients, cluster, profiles, observation, choice, n
     gate = backends.gate_for(clients, profiles, name, storage_hash, observe, compare)
     deadline = time.monotonic() + params["timeout"]
     if choice.backend == plan.CLIENT:
-        checkpoint_dir = params.get("checkpoint_dir") or mc.default_checkpoint_dir(getattr(mod.module, "tmpdir", None))
+        checkpoint_dir = params.get("checkpoint_dir") or mc.default_checkpoint_dir(mod.tmpdir)
         target = mc.ResourceTarget(group_resource, version, namespaced=observed.namespaced, kind=observed.kind,
                                    storage_hash=storage_hash)
         migrator = mc.ClientMigrator(
@@ -431,7 +431,7 @@ def _migrate_one(mod, params, clients, cluster, profiles, observation, choice, n
 
 
 def main() -> None:
-    mod = KubeUpgradeModule(argument_spec(), supports_check_mode=True)
+    mod = KubeUpgradeModule(argument_spec(), empty_result={"migrations": [], "skipped_resources": []}, supports_check_mode=True)
     mod.run(run)
 
 

@@ -168,7 +168,7 @@ def run(module: KubeUpgradeModule) -> dict:
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result={"records": [], "crd_installed": False, "unreachable_endpoints": []}, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

@@ -191,6 +191,8 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds im
 VERDICTS = [verdicts.NEEDS_MIGRATION, verdicts.UNSAFE, verdicts.UNKNOWN, verdicts.REMOVED, verdicts.SAFE]
 DEFAULT_FAIL_ON = [v for v in VERDICTS if v != verdicts.SAFE]
 
+EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "report_markdown": "", "endpoints": []}
+
 
 def argument_spec() -> dict:
     return {
@@ -212,7 +214,7 @@ def _endpoint_summary(ep) -> dict:
 
 def _live_target(module: KubeUpgradeModule, profiles, resources):
     """Observe the already-upgraded apiserver; it must answer, or there is no target to judge against."""
-    client = module.client().for_endpoint(module.params["target_endpoint"])
+    client = module.client().for_endpoint(module.params["target_endpoint"], option="target_endpoint")
     observation = observe([client], profiles, resources=resources, include=(), cluster_client=module.client())
     live = observation.endpoints[0]
     if not live.reachable:
@@ -261,12 +263,12 @@ def run(module: KubeUpgradeModule) -> dict:
     if failing:
         counts = ", ".join(f"{judgement.counts[v]} {v}" for v in failing)
         result["msg"] = f"pre-flight failed ({counts}; fail_on: {', '.join(params['fail_on'])})\n" + result["msg"]
-        module.module.fail_json(**result)
+        module.fail(result["msg"], result, error={"type": "VerdictFailure", "fail_on": failing})
     return result
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

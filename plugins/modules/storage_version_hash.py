@@ -144,6 +144,8 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.discovery impo
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
 
+EMPTY_RESULT = {"hash": "", "version": "", "api_version": "", "group": "", "kind": ""}
+
 
 def argument_spec() -> dict:
     return dict(
@@ -206,7 +208,7 @@ def run(kum) -> dict:
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), connection=False, supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), connection=False, empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

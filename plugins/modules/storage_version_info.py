@@ -172,6 +172,10 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import INCLUDE_CHOICES, observe  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
 
+EMPTY_RESULT = {"endpoints": [], "resources": {}, "agreed": False, "unreachable_endpoints": [], "unready": [], "crds": {},
+                "storage_states": {}, "storage_state_crd_installed": False, "storage_versions": {},
+                "storage_version_api_served": False, "identity_leases": []}
+
 
 def argument_spec() -> dict:
     return {
@@ -230,7 +234,7 @@ def run(module: KubeUpgradeModule) -> dict:
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

@@ -274,7 +274,7 @@ def test_gate_stops_a_running_migration_when_an_endpoint_is_switched_back(contro
     assert "stopped agreeing" in result["msg"] and plane.endpoints[2] in result["msg"]
     assert time.monotonic() - started < 30
     if backend == "intree":
-        names = [m["name"] for m in result.get("error", {}).get("migrations", []) if m.get("name")]
+        names = [m["name"] for m in result.get("migrations", []) if m.get("name")]
         remaining = [s["name"] for s in plane.admin.stored_objects("storageversionmigrations.storagemigration.k8s.io")]
         assert names and not set(names) & set(remaining)
 
