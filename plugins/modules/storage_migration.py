@@ -280,6 +280,7 @@ def check_params(params: dict) -> None:
             raise ConfigurationError("'resources' and select: from_check are mutually exclusive.")
         if not params.get("target_release") and not params.get("target_crds"):
             raise ConfigurationError("select: from_check needs 'target_release' and/or 'target_crds'.")
+        load_target_crds(params["target_crds"])  # a bad manifest fails here, before any request
     for name in params["resources"]:
         try:
             GroupResource.parse(name)

@@ -256,7 +256,7 @@ def run(module: KubeUpgradeModule) -> dict:
         "endpoints": [_endpoint_summary(ep) for ep in observation.endpoints],
         "msg": verdicts.render_text(judgement),
     }
-    failing = sorted({r.verdict for r in judgement.resources if r.verdict in params["fail_on"]}, key=verdicts.VERDICT_ORDER.index)
+    failing = sorted(({r.verdict for r in judgement.resources} | {judgement.worst}) & set(params["fail_on"]), key=verdicts.VERDICT_ORDER.index)
     bad_endpoints = [ep for ep in observation.endpoints if not ep.reachable]
     if bad_endpoints:
         result["msg"] = "\n".join(f"- {ep.error}" for ep in bad_endpoints) + "\n" + result["msg"]
