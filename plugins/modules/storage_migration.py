@@ -228,25 +228,25 @@ backend:
   sample: {"backend": "intree", "api_version": "storagemigration.k8s.io/v1", "reason": "the cluster serves ..."}
 """
 
-import time  # noqa: E402
+import time
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_backends as backends  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client as mc  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import migration_plan as plan  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import compare  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_backends as backends
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import migrate_client as mc
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import migration_plan as plan
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import compare
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     ConfigurationError,
     DisagreementError,
     KubeUpgradeError,
     MigrationError,
 )
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds
 
 
 def argument_spec() -> dict:

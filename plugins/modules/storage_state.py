@@ -109,11 +109,11 @@ diff:
   sample: {"before": {"deployments.apps": null}, "after": {"deployments.apps": {"status": {}}}}
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 
 def argument_spec() -> dict:

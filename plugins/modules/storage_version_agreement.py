@@ -102,11 +102,11 @@ unreachable_endpoints:
   sample: []
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import agree  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_at_least  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import agree
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_at_least
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 
 def argument_spec() -> dict:

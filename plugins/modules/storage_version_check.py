@@ -181,12 +181,12 @@ endpoints:
   sample: [{"endpoint": "https://10.0.0.11:6443", "reachable": true, "error": null, "status": null, "release": "1.33", "ready": true}]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds
 
 VERDICTS = [verdicts.NEEDS_MIGRATION, verdicts.UNSAFE, verdicts.UNKNOWN, verdicts.REMOVED, verdicts.SAFE]
 DEFAULT_FAIL_ON = [v for v in VERDICTS if v != verdicts.SAFE]

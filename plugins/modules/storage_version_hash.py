@@ -139,10 +139,10 @@ candidates:
   sample: [v1beta1, v1beta2, v1beta3, v1]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.discovery import sort_versions  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.discovery import sort_versions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 EMPTY_RESULT = {"hash": "", "version": "", "api_version": "", "group": "", "kind": ""}
 

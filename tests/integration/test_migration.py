@@ -22,9 +22,9 @@ except ImportError:  # ansible-core < 2.19
         return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS",
                           json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
 
-from apisim.seeds import load_manifest  # noqa: E402  (tests/conftest.py puts the simulator on sys.path)
+from apisim.seeds import load_manifest
 
-from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration
 
 WIDGETS = "widgets.example.com"
 LEASECANDIDATES = "leasecandidates.coordination.k8s.io"  # stored v1alpha1 by 1.31, v1alpha2 by 1.32

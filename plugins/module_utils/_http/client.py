@@ -181,17 +181,17 @@ class ApiClient:
         if body is not None:
             payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode("utf-8")
             headers["Content-Type"] = options.get("content_type") or "application/json"
-        raw = self._send(method, path, url, headers, payload, options.get("timeout"))
+        raw = self._send(method, path, url, {"headers": headers, "body": payload, "timeout": options.get("timeout") or self.settings.timeout})
         response = ApiResponse(raw.status, dict(raw.headers), raw.data or b"", self.endpoint, method, path)
         if raw.status >= 400:
             raise self._error(method, path, response)
         return response
 
-    def _send(self, method: str, path: str, url: str, headers, payload, timeout):
+    def _send(self, method: str, path: str, url: str, request: dict):
+        """One urllib3 request (``request``: headers, body, timeout); no answer at all is EndpointUnreachable."""
         try:
-            return self._pool.request(method, url, body=payload, headers=headers,
-                                      timeout=urllib3.Timeout(total=timeout or self.settings.timeout),
-                                      preload_content=True, redirect=False)
+            return self._pool.request(method, url, body=request["body"], headers=request["headers"],
+                                      timeout=urllib3.Timeout(total=request["timeout"]), preload_content=True, redirect=False)
         except urllib3.exceptions.SSLError as exc:
             raise EndpointUnreachable(
                 f"TLS to {self.endpoint} failed ({_short(exc)}). Check 'ca_cert' / the kubeconfig's certificate-authority, "
@@ -262,8 +262,8 @@ class ApiClient:
     def put(self, path: str, body, query=None) -> dict:
         return self.parse("PUT", path, self.request("PUT", path, query=query, body=body))
 
-    def patch(self, path: str, body, content_type: str = "application/merge-patch+json", query=None) -> dict:
-        return self.parse("PATCH", path, self.request("PATCH", path, query=query, body=body, content_type=content_type))
+    def patch(self, path: str, body, content_type: str = "application/merge-patch+json") -> dict:
+        return self.parse("PATCH", path, self.request("PATCH", path, body=body, content_type=content_type))
 
     def delete(self, path: str, query=None, body=None) -> dict:
         return self.parse("DELETE", path, self.request("DELETE", path, query=query, body=body))

@@ -22,8 +22,8 @@ class PollTimeout(Exception):
         self.polls = polls
 
 
-def poll_until(fetch: Callable[[], Any], predicate: Callable[[Any], bool], timeout: float, interval: float,
-               clock: Callable[[], float], sleep: Callable[[float], None]):
+def poll_until(fetch: Callable[[], Any], predicate: Callable[[Any], bool], timeout: float, interval: float,  # noqa: PLR0913
+               clock: Callable[[], float], sleep: Callable[[float], None]):  # (the clock and sleep are injected for tests)
     """Call ``fetch()`` until ``predicate(value)`` holds; return that value.
 
     The first fetch happens at once; later ones every ``interval`` seconds, never sleeping past the
