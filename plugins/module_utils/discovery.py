@@ -2,7 +2,8 @@
 """Parse legacy discovery documents into per-resource observations.
 
 Only legacy per-group-version documents (``/api/v1``, ``/apis/G/V``) carry ``storageVersionHash``;
-aggregated discovery (v2) does not (facts §6), so an aggregated answer where a legacy one was asked
+aggregated discovery (apidiscovery.k8s.io/v2, KEP-3352: ``APIResourceDiscovery`` in
+staging/src/k8s.io/api/apidiscovery/v2/types.go has no such field) does not, so an aggregated answer where a legacy one was asked
 for must be detected and refused, never read as "no hashes".
 """
 
