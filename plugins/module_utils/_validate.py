@@ -7,6 +7,7 @@ was wrong and the next step. Connection options are checked in ``_http/settings.
 
 from __future__ import annotations
 
+import math
 import numbers
 import re
 
@@ -22,7 +23,7 @@ FLOAT_RELEASE_HINT = ("YAML reads an unquoted 1.30 as the number 1.3: if you mea
 
 
 def _number(option: str, value) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
         raise ConfigurationError(f"'{option}' must be a number, got {value!r}.")
     return value
 

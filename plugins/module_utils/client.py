@@ -7,13 +7,13 @@ New code imports from ``_http.settings`` (connection options), ``_http.client`` 
 
 from __future__ import annotations
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import (  # noqa: F401
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import (
     LIST_CHUNK,
     ApiClient,
     ApiResponse,
     parse_json_body,
 )
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import (  # noqa: F401
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import (
     DEFAULT_KUBECONFIG,
     HAS_KUBERNETES,
     HAS_URLLIB3,
@@ -21,3 +21,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings
     ConnectionSettings,
     check_url,
 )
+
+__all__ = ["DEFAULT_KUBECONFIG", "HAS_KUBERNETES", "HAS_URLLIB3", "LIST_CHUNK", "USER_AGENT", "ApiClient", "ApiResponse",
+           "ConnectionSettings", "check_url", "parse_json_body"]

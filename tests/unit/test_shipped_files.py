@@ -16,7 +16,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 TOP_LEVEL = ("plugins", "roles", "playbooks", "docs", "tests", "scripts", "benchmarks", "changelogs", "meta")
 # `plugins/module_utils/x.py`, [text](docs/y.md), plugins/modules/ in prose: a path from the repository root.
-PATH_RE = re.compile(r"(?<![\w./-])((?:%s)/[\w./*-]*[\w*/])" % "|".join(TOP_LEVEL))
+PATH_RE = re.compile(r"(?<![\w./-])((?:" + "|".join(TOP_LEVEL) + r")/[\w./*-]*[\w*/])")
 LINK_RE = re.compile(r"\]\((?!https?:|#|mailto:)([^)#\s]+)")
 INTERNAL_RE = re.compile(r"seed 0\d*|facts §|\.\./shared|/work/shared|real-apiserver-1\.32|real-etcd-keys")
 SHIPPED = ("plugins", "roles", "playbooks", "docs", "meta", "README.md", "galaxy.yml")

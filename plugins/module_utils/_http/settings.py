@@ -9,6 +9,7 @@ and the next step, never a traceback from a library.
 
 from __future__ import annotations
 
+import math
 import numbers
 import os
 from dataclasses import dataclass, field
@@ -93,7 +94,7 @@ def check_timeout(option: str, value) -> float:
     """Seconds for one request: a number above zero; ``None`` means the default."""
     if value is None:
         return DEFAULT_TIMEOUT
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or value != value:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
         raise ConfigurationError(f"'{option}' must be a number of seconds above 0, got {value!r}.")
     if value <= 0:
         raise ConfigurationError(f"'{option}' must be above 0 seconds (for example 30), got {value!r}.")
