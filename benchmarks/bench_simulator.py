@@ -14,7 +14,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "simulator"))
 
-from apisim.harness import ControlPlane  # noqa: E402
+from apisim.harness import ControlPlane
 
 OBJECTS = 100_000
 DURATION = 3.0

@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "simulator"))
 
-from apisim.harness import ControlPlane  # noqa: E402
+from apisim.harness import ControlPlane
 
 
 @pytest.fixture

@@ -33,7 +33,7 @@ def storage_version_hash(value, version=None, kind=None):
         raise AnsibleFilterError(f"storage_version_hash: {exc}") from None
 
 
-def storage_version_lookup(hash_value, group=None, kind=None, candidates=None, resource=None, release=None):
+def storage_version_lookup(hash_value, group=None, kind=None, candidates=None, resource=None, release=None):  # noqa: PLR0913 (documented filter keywords)
     """The version ``hash_value`` stands for among the candidates, or None (unknown)."""
     versions = set(candidates or [])
     if resource:

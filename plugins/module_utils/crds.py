@@ -45,11 +45,23 @@ def crd_from_object(obj, where: str = "the CRD") -> ObservedCrd:
         quoted = json.dumps(name)
         detail = f'metadata.name: Invalid value: {quoted}: must be spec.names.plural+"."+spec.group'
         raise errors.ManifestError(where + ": " + _invalid(name, detail))
+    versions = _crd_versions(spec, name, where)
+    status = obj.get("status") or {}
+    return ObservedCrd(
+        name=name, group=group, kind=names["kind"], plural=plural, scope=spec.get("scope") or "",
+        versions=versions, stored_versions=list(status.get("storedVersions") or []),
+        generation=metadata.get("generation"), resource_version=metadata.get("resourceVersion"))
+
+
+def _crd_versions(spec: dict, name: str, where: str) -> list:
+    """``spec.versions`` checked like the apiserver does: named, unique, exactly one storage version."""
     raw_versions = spec.get("versions")
     if not raw_versions and spec.get("version"):  # apiextensions.k8s.io/v1beta1 single-version form
         raw_versions = [{"name": spec["version"], "served": True, "storage": True}]
     if not raw_versions:
         raise errors.ManifestError(where + ": " + _invalid(name, "spec.versions: Required value"))
+    if not isinstance(raw_versions, list):
+        raise errors.ManifestError(where + ": " + _invalid(name, f"spec.versions: must be a list, got a {type(raw_versions).__name__}"))
     versions = []
     for index, entry in enumerate(raw_versions):
         if not isinstance(entry, dict) or not entry.get("name"):
@@ -67,11 +79,7 @@ def crd_from_object(obj, where: str = "the CRD") -> ObservedCrd:
         quoted = json.dumps([v.name for v in versions])
         detail = f"spec.versions: Invalid value: {quoted}: must have exactly one version marked as storage version"
         raise errors.ManifestError(where + ": " + _invalid(name, detail))
-    status = obj.get("status") or {}
-    return ObservedCrd(
-        name=name, group=group, kind=names["kind"], plural=plural, scope=spec.get("scope") or "",
-        versions=versions, stored_versions=list(status.get("storedVersions") or []),
-        generation=metadata.get("generation"), resource_version=metadata.get("resourceVersion"))
+    return versions
 
 
 def _documents(item, where: str) -> list:

@@ -2,7 +2,8 @@
 """Parse legacy discovery documents into per-resource observations.
 
 Only legacy per-group-version documents (``/api/v1``, ``/apis/G/V``) carry ``storageVersionHash``;
-aggregated discovery (v2) does not (facts §6), so an aggregated answer where a legacy one was asked
+aggregated discovery (apidiscovery.k8s.io/v2, KEP-3352: ``APIResourceDiscovery`` in
+staging/src/k8s.io/api/apidiscovery/v2/types.go has no such field) does not, so an aggregated answer where a legacy one was asked
 for must be detected and refused, never read as "no hashes".
 """
 
@@ -13,6 +14,7 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import ObservedResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import normalize_release
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -51,7 +53,7 @@ def group_versions(api_doc, apis_doc) -> List[Tuple[str, str, str]]:
         for entry in group.get("versions") or []:
             version = entry.get("version") or entry.get("groupVersion", "").rpartition("/")[2]
             if version:
-                result.append((name, version, f"/apis/{name}/{version}"))
+                result.append((name, version, paths.group_version(name, version)))
     return result
 
 

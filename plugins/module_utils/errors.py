@@ -10,12 +10,15 @@ from __future__ import annotations
 
 
 class KubeUpgradeError(Exception):
-    """Base class: ``str(error)`` is the operator-facing message; ``details`` goes into the result."""
+    """Base class: ``str(error)`` is the operator-facing message; ``details`` becomes the failure's
+    ``error`` object, and ``result`` the top-level result keys already known when it was raised
+    (a migration's finished entries, say), which the failure returns like a success would."""
 
-    def __init__(self, message, details=None):
+    def __init__(self, message, details=None, result=None):
         super().__init__(message)
         self.message = message
         self.details = details or {}
+        self.result = result or {}
 
 
 class ConfigurationError(KubeUpgradeError):
@@ -37,18 +40,23 @@ class ApiError(KubeUpgradeError):
     without a reason), ``retry_after`` the server's suggested delay in seconds (or None).
     """
 
-    def __init__(self, message, endpoint=None, method=None, path=None, status=None, reason=None,
-                 api_message=None, retry_after=None, body=None):
-        details = {"endpoint": endpoint, "method": method, "path": path, "status": status, "reason": reason}
+    FIELDS = ("endpoint", "method", "path", "status", "reason", "api_message", "retry_after", "body")
+
+    def __init__(self, message, **request):
+        """``request``: any of ``FIELDS``, by keyword (where and how the request failed)."""
+        unknown = set(request) - set(self.FIELDS)
+        if unknown:
+            raise TypeError(f"unknown ApiError fields: {', '.join(sorted(unknown))}")
+        details = {k: request.get(k) for k in ("endpoint", "method", "path", "status", "reason")}
         super().__init__(message, details={k: v for k, v in details.items() if v is not None})
-        self.endpoint = endpoint
-        self.method = method
-        self.path = path
-        self.status = status
-        self.reason = reason or ""
-        self.api_message = api_message or ""
-        self.retry_after = retry_after
-        self.body = body
+        self.endpoint = request.get("endpoint")
+        self.method = request.get("method")
+        self.path = request.get("path")
+        self.status = request.get("status")
+        self.reason = request.get("reason") or ""
+        self.api_message = request.get("api_message") or ""
+        self.retry_after = request.get("retry_after")
+        self.body = request.get("body")
 
 
 class EndpointUnreachable(ApiError):

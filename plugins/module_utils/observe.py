@@ -3,7 +3,7 @@
 
 Discovery is the cost of a pre-flight, so each endpoint gets exactly ``/version``, ``/readyz``,
 ``/api``, ``/apis`` and one legacy document per group/version (only legacy documents carry
-``storageVersionHash``, facts §6), all fetched concurrently over the client's shared pool. An
+``storageVersionHash``; aggregated discovery, KEP-3352, has none), all fetched concurrently over the client's shared pool. An
 endpoint that does not answer, or refuses our credentials, is *reported* (``reachable=False`` with
 the HTTP status), never skipped and never raised: the judge then fails closed on it.
 """

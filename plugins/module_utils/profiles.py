@@ -43,6 +43,7 @@ from typing import Dict, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._release_data import RELEASE_DATA_JSON
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import FLOAT_RELEASE_HINT, release_hint
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 try:
@@ -104,7 +105,7 @@ def normalize_release(value) -> str:
     """``"v1.34.2"``, ``"1.34"``, ``"v1.34.0-beta.0"`` -> ``"1.34"``: profiles are per minor release."""
     if isinstance(value, float):
         raise errors.ProfileError(
-            f"Kubernetes release {value!r} is a number, not a string: YAML reads 1.30 as 1.3; quote it (\"1.30\")")
+            f"Kubernetes release {value!r} is a number, not a string: {FLOAT_RELEASE_HINT}")
     if not isinstance(value, str):
         raise errors.ProfileError(f"Kubernetes release must be a string like '1.34' or 'v1.34.2', got {value!r}")
     match = _RELEASE_RE.match(value.strip())
@@ -168,7 +169,9 @@ class ProfileSet:
         if profile is None:
             known = self.releases()
             example_base = known[-1] if known else "1.37"
+            hint = release_hint(release)
             raise errors.ProfileError(
+                (f"{hint}. " if hint else "") +
                 f"no release profile for Kubernetes {key} (known releases: {', '.join(known) or 'none'}); add one with "
                 f"the profiles_file or profiles option, for example releases: {{\"{key}\": {{extends: \"{example_base}\", "
                 f"resources: {{...}}}}}} (format: plugins/module_utils/profiles.py docstring)",
@@ -336,6 +339,9 @@ def _read_profiles_file(path: str):
             text = handle.read()
     except OSError as exc:
         raise errors.ProfileError(f"cannot read the release profiles file {path}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise errors.ProfileError(f"the release profiles file {path} is not a text file (not UTF-8); "
+                                  "profiles_file must be a YAML or JSON file") from None
     try:
         import yaml  # YAML is a superset of JSON; ansible-core always brings PyYAML
     except ImportError:  # pragma: no cover

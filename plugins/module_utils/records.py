@@ -246,7 +246,8 @@ def record_from_object(obj: dict) -> StorageStateRecord:
 
 def is_stale(record: Optional[StorageStateRecord], now: datetime, max_age_seconds) -> bool:
     """True when nobody has refreshed the record for ``max_age_seconds``: in between, a storage version
-    may have come and gone unseen, so its persisted list cannot be trusted (seed 000 recreates it)."""
+    may have come and gone unseen, so its persisted list cannot be trusted (kube-storage-version-migrator's
+    trigger controller recreates such a record)."""
     if record is None:
         return True
     if max_age_seconds is None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+
 
 @dataclass(frozen=True, order=True)
 class GroupResource:
@@ -30,7 +32,7 @@ class GroupResource:
 
     def api_prefix(self, version: str) -> str:
         """URL prefix of this resource's group/version: ``/api/v1`` or ``/apis/<group>/<version>``."""
-        return f"/apis/{self.group}/{version}" if self.group else f"/api/{version}"
+        return paths.group_version(self.group, version)
 
     def group_version(self, version: str) -> str:
         """``apiVersion`` string: ``v1`` for core, ``apps/v1`` otherwise."""

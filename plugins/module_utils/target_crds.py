@@ -42,6 +42,9 @@ def load_target_crds(items) -> dict:
                         loaded.append((f"target CRD manifest {file_path}", handle.read()))
                 except OSError as exc:
                     raise ManifestError(f"cannot read target CRD manifest {file_path}: {exc.strerror or exc}") from None
+                except UnicodeDecodeError:
+                    raise ManifestError(f"target_crds #{index + 1}: {file_path} is not a text file (not UTF-8); "
+                                        "give CRD manifests as YAML or JSON files") from None
         else:
             loaded.append((f"target_crds #{index + 1}", item))
     result = {}

@@ -316,8 +316,8 @@ backend:
   sample: {"backend": "intree", "api_version": "storagemigration.k8s.io/v1", "reason": "the cluster serves ..."}
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, runner  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 
 def argument_spec() -> dict:
@@ -349,7 +349,7 @@ def argument_spec() -> dict:
 
 
 def main() -> None:
-    mod = KubeUpgradeModule(argument_spec(), supports_check_mode=True)
+    mod = KubeUpgradeModule(argument_spec(), empty_result=runner.EMPTY_RESULT, supports_check_mode=True)
     mod.run(runner.run)
 
 

@@ -124,11 +124,11 @@ diff:
   sample: {"before": {"deployments.apps": null}, "after": {"deployments.apps": {"status": {}}}}
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import records, storage_state_io  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import records, storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 
 def argument_spec() -> dict:
@@ -212,7 +212,7 @@ def run(module: KubeUpgradeModule) -> dict:
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result={"records": [], "crd_installed": False, "unreachable_endpoints": []}, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

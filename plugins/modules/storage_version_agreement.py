@@ -102,10 +102,11 @@ unreachable_endpoints:
   sample: []
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import agree  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import agree
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_at_least
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 
 def argument_spec() -> dict:
@@ -118,30 +119,35 @@ def argument_spec() -> dict:
     }
 
 
+EMPTY_RESULT = {"agreed": False, "polls_observed": 0, "hashes": {}, "disagreeing": [], "unready": [], "unreachable_endpoints": []}
+
+
 def run(module: KubeUpgradeModule) -> dict:
     params = module.params
-    for name, minimum in (("polls", 1), ("interval", 0), ("timeout", 0)):
-        if params[name] < minimum:
-            raise ConfigurationError(f"{name} must be at least {minimum}, got {params[name]}.")
+    check_at_least("polls", params["polls"], 1)
+    check_at_least("interval", params["interval"], 0)
+    check_at_least("timeout", params["timeout"], 0)  # 0: one observation, no waiting
+    clients = module.endpoint_clients()
     try:
         agreement, polls = agree.wait_for_agreement(
-            module.endpoint_clients(), load_profiles(), params["resources"] or None, params["polls"], params["interval"],
+            clients, load_profiles(), params["resources"] or None, params["polls"], params["interval"],
             params["timeout"], params["require_ready"], cluster_client=module.client())
     except DisagreementError as error:
-        details = dict(error.details or {})
-        disagreeing = [{"resource": n, "endpoints": details.get("hashes", {}).get(n, {})} for n in details.get("disagreeing", [])]
-        module.module.fail_json(msg=str(error), agreed=False, polls_observed=details.get("polls_observed", 0),
-                                hashes=details.get("hashes", {}), disagreeing=disagreeing,
-                                unready=details.get("unready", []), unreachable_endpoints=details.get("unreachable", []))
+        details = error.details or {}
+        error.result = {"polls_observed": details.get("polls_observed", 0), "hashes": details.get("hashes", {}),
+                        "disagreeing": [{"resource": n, "endpoints": details.get("hashes", {}).get(n, {})}
+                                        for n in details.get("disagreeing", [])],
+                        "unready": details.get("unready", []), "unreachable_endpoints": details.get("unreachable", [])}
+        raise
     result = agree.last_agreement_fields(agreement)
     result.update(changed=False, polls_observed=polls,
-                  msg=f"all {len(module.endpoint_clients())} apiserver(s) agree on {len(agreement.hashes)} resource(s) "
+                  msg=f"all {len(clients)} apiserver(s) agree on {len(agreement.hashes)} resource(s) "
                       f"for {params['polls']} consecutive poll(s)")
     return result
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

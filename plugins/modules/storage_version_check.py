@@ -268,8 +268,13 @@ endpoints:
   sample: [{"endpoint": "https://10.0.0.11:6443", "reachable": true, "error": null, "status": null, "release": "1.33", "ready": true}]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import runner  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+
+EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "blocking": [], "accepted": [], "findings": [],
+                "not_stored": [], "skipped_resources": [], "report_markdown": "", "report_text": "", "endpoints": []}
+
+EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "report_markdown": "", "endpoints": []}
 
 
 def argument_spec() -> dict:
@@ -290,12 +295,12 @@ def argument_spec() -> dict:
 def run(module: KubeUpgradeModule) -> dict:
     result = runner.run(module)
     if result["blocking"]:
-        module.module.fail_json(**result)
+        module.fail(result["msg"], result, error={"type": "VerdictFailure", "blocking": len(result["blocking"])})
     return result
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

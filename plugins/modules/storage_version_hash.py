@@ -139,10 +139,12 @@ candidates:
   sample: [v1beta1, v1beta2, v1beta3, v1]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.discovery import sort_versions  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.discovery import sort_versions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+
+EMPTY_RESULT = {"hash": "", "version": "", "api_version": "", "group": "", "kind": ""}
 
 
 def argument_spec() -> dict:
@@ -206,7 +208,7 @@ def run(kum) -> dict:
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), connection=False, supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), connection=False, empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

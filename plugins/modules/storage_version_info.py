@@ -167,11 +167,15 @@ identity_leases:
             "renew_time": "2026-11-21T14:19:31.852662Z"}]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.agree import compare_endpoints, resource_table  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import INCLUDE_CHOICES, observe  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.agree import compare_endpoints, resource_table
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import INCLUDE_CHOICES, observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+
+EMPTY_RESULT = {"endpoints": [], "resources": {}, "agreed": False, "unreachable_endpoints": [], "unready": [], "crds": {},
+                "storage_states": {}, "storage_state_crd_installed": False, "storage_versions": {},
+                "storage_version_api_served": False, "identity_leases": []}
 
 
 def argument_spec() -> dict:
@@ -223,7 +227,7 @@ def run(module: KubeUpgradeModule) -> dict:
     if not any(e.reachable for e in observation.endpoints):
         raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
                                + ". Fix the connection (the errors above name the cause) and run again.",
-                               details={"endpoints": result["endpoints"]})
+                               result=result)
     bad = [e for e in observation.endpoints if not e.complete]
     reachable = len(observation.endpoints) - len(bad)
     result["msg"] = (f"{reachable}/{len(observation.endpoints)} apiserver(s) observed, {len(result['resources'])} resource(s); "
@@ -236,7 +240,7 @@ def run(module: KubeUpgradeModule) -> dict:
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

@@ -22,9 +22,9 @@ except ImportError:  # ansible-core < 2.19
         return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS",
                           json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
 
-from apisim.seeds import load_manifest  # noqa: E402  (tests/conftest.py puts the simulator on sys.path)
+from apisim.seeds import load_manifest
 
-from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration
 
 WIDGETS = "widgets.example.com"
 LEASECANDIDATES = "leasecandidates.coordination.k8s.io"  # stored v1alpha1 by 1.31, v1alpha2 by 1.32
@@ -223,7 +223,7 @@ def test_denied_update_names_the_object_and_changes_nothing(plane, capsys):
     assert "configmaps demo/old-0005" in result["msg"] and "frozen" in result["msg"] and "422" in result["msg"]
     after = snapshot(plane, "configmaps")
     assert contents(after) == contents(before)
-    entry = result["error"]["migrations"][0]
+    entry = result["migrations"][0]
     assert [f["object"] for f in entry["failed_objects"]] == ["configmaps demo/old-0005"]
     # the resource went on: every other object is rewritten, the denied one is still in its old encoding
     assert {k for k, v in after.items() if v[0] != "v1"} == set()  # configmaps' old and new encodings are both v1
@@ -284,7 +284,7 @@ def test_gate_stops_a_running_migration_when_an_endpoint_is_switched_back(contro
     assert "stopped agreeing" in result["msg"] and plane.endpoints[2] in result["msg"]
     assert time.monotonic() - started < 30
     if backend == "intree":
-        names = [m["name"] for m in result.get("error", {}).get("migrations", []) if m.get("name")]
+        names = [m["name"] for m in result.get("migrations", []) if m.get("name")]
         remaining = [s["name"] for s in plane.admin.stored_objects("storageversionmigrations.storagemigration.k8s.io")]
         assert names and not set(names) & set(remaining)
 
@@ -318,7 +318,7 @@ def test_tiny_qps_and_a_short_timeout_end_at_the_deadline(plane, capsys):
     assert elapsed < 5 + 5, elapsed  # the whole task, observation included, ends within a few seconds of it
     assert contents(snapshot(plane, "configmaps")) == contents(before)
     assert _storage_state(plane, "configmaps") is None or _storage_state(plane, "configmaps").get(
-        "persistedStorageVersionHashes") != [result["error"]["migrations"][0]["storage_hash"]]
+        "persistedStorageVersionHashes") != [result["migrations"][0]["storage_hash"]]
 
 
 def test_a_storm_of_twenty_429_with_retry_after_is_ridden_out(plane, capsys):

@@ -7,8 +7,8 @@ import difflib
 from typing import Dict, Iterable, List
 
 
-def known_names(observation, profiles=None, manifests=None) -> set:
-    """Every name the check could judge: served, recorded, defined by a CRD or a manifest, or in the release data."""
+def known_names(observation, manifests=None) -> set:
+    """Every name the check could judge: served, recorded, or defined by a CRD or a target manifest."""
     names = set(observation.crds) | set(observation.storage_states) | set(manifests or {})
     for endpoint in observation.endpoints:
         names |= set(endpoint.resources)

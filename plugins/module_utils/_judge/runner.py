@@ -49,11 +49,7 @@ def endpoint_summary(ep) -> dict:
 
 def _live_target(module, profiles, resources):
     """Observe the already-upgraded apiserver; it must answer, or there is no target to judge against."""
-    url = module.params["target_endpoint"]
-    try:
-        client = module.client().for_endpoint(url)
-    except ConfigurationError:
-        raise ConfigurationError(f"target_endpoint must be an apiserver URL like https://10.0.0.11:6443, got {url!r}.") from None
+    client = module.client().for_endpoint(module.params["target_endpoint"], option="target_endpoint")
     observation = observe_mod.observe([client], profiles, resources=resources, include=(), cluster_client=module.client())
     live = observation.endpoints[0]
     if not live.reachable:
@@ -65,7 +61,7 @@ def _live_target(module, profiles, resources):
 
 
 def _check_names(params, observation, profiles, manifests) -> None:
-    known = names.known_names(observation, profiles, manifests)
+    known = names.known_names(observation, manifests)
     missing = names.unknown(params.get("resources") or [], known, profiles)
     if missing:
         raise ConfigurationError(names.describe_unknown("resources", missing))

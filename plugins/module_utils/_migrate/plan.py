@@ -4,7 +4,7 @@
 The I/O halves (``migrator.py``, ``cluster_driver.py``, ``runner.py``) ask this module which
 resources to rewrite, which API to drive, what body to send, what a status document means and
 whether a migration has stalled. Everything here takes plain data, so it is tested with the
-recorded documents of real migrations (tests/fixtures/real-apiserver-1.32/svm-intree/, svm-sigs/).
+recorded documents of real in-tree and kube-storage-version-migrator migrations (tests/fixtures/).
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ class Run:
     clients: list = field(default_factory=list)
     cluster: object = None
     profiles: object = None
+    manifests: object = None  # target CRD manifests, read before any request
     observation: object = None
     current: Dict[str, Optional[str]] = field(default_factory=dict)
     store: Optional[cp.CheckpointStore] = None
@@ -102,7 +103,7 @@ def check_params(params: dict) -> None:
 
 
 def _store(mod, params) -> cp.FileStore:
-    directory = params.get("checkpoint_dir") or cp.default_directory(getattr(mod.module, "tmpdir", None))
+    directory = params.get("checkpoint_dir") or cp.default_directory(mod.tmpdir)
     store = cp.FileStore(directory)
     store.check_writable()
     return store
@@ -113,8 +114,7 @@ def _store(mod, params) -> cp.FileStore:
 def _verdicts(run: Run) -> list:
     params = run.params
     release = run.profiles.get(params["target_release"]) if params.get("target_release") else None
-    manifests = load_target_crds(params["target_crds"]) if params.get("target_crds") else None
-    judgement = verdicts.judge(run.observation, verdicts.Target(release=release, crd_manifests=manifests), run.profiles)
+    judgement = verdicts.judge(run.observation, verdicts.Target(release=release, crd_manifests=run.manifests), run.profiles)
     return [{"resource": v.resource, "verdict": v.verdict} for v in judgement.resources]
 
 
@@ -299,6 +299,9 @@ def _prepare(mod) -> Run:
     run.status = StatusFile(params.get("progress_file"))
     run.stop = StopSignal(params.get("progress_file"))
     run.profiles = load_profiles(params.get("profiles_file"), params.get("profiles"))
+    if params.get("target_release"):
+        run.profiles.get(params["target_release"])  # an unknown release is named before any request
+    run.manifests = load_target_crds(params["target_crds"]) if params.get("target_crds") else None
     run.clients = mod.endpoint_clients()
     run.cluster = mod.client()
     run.identity = mig.RunIdentity(run_id=uuid.uuid4().hex[:12], cluster=run.cluster.endpoint)
@@ -326,6 +329,10 @@ def _message(migrations: List[dict], choice: plan.BackendChoice) -> str:
         parts.append(f"Started the migration of {', '.join(started)} with the {choice.backend} backend "
                      "(wait: false: nothing is recorded until a run waits for it).")
     return " ".join(parts)
+
+
+# The keys every result has, failed or not (the module's failure contract fills them in).
+EMPTY_RESULT = {"migrations": [], "skipped_resources": [], "stale_records": [], "summary": []}
 
 
 def run(mod) -> dict:
@@ -357,7 +364,8 @@ def run(mod) -> dict:
         raise MigrationError(
             f"Migration of {len(failed)} of {len(result['migrations'])} resources failed: "
             + " ".join(f"{m['resource']}: {m.get('error') or _failed_objects(m)}" for m in failed),
-            details={k: v for k, v in result.items() if k != "changed"})
+            details={"failed": [m["resource"] for m in failed]},
+            result={k: v for k, v in result.items() if k != "changed"})
     result["msg"] = _message(result["migrations"], choice)
     return result
 

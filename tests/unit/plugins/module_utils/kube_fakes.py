@@ -13,7 +13,7 @@ import json
 import threading
 from pathlib import Path
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.client import ApiClient, ApiResponse, ConnectionSettings
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.client import ApiClient, ApiResponse, ConnectionSettings, check_url
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import EndpointUnreachable
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"
@@ -54,7 +54,8 @@ class FakeApiClient(ApiClient):
         self.log = shared_log if shared_log is not None else []
         self._lock = threading.Lock()
 
-    def for_endpoint(self, endpoint: str):
+    def for_endpoint(self, endpoint: str, option: str = "endpoints"):
+        check_url(option, endpoint)
         return FakeApiClient(endpoint, self.routes, self.log)
 
     def requests_to(self, method: str = None) -> list:

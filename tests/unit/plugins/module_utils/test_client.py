@@ -97,7 +97,7 @@ def test_explicit_host_and_token_need_no_kubeconfig(tmp_path, monkeypatch):
 class _Handler(BaseHTTPRequestHandler):
     routes = {}
 
-    def do_GET(self):  # noqa: N802 (http.server naming)
+    def do_GET(self):
         self.server.seen.append(dict(self.headers))  # before answering: the client may return at once
         status, headers, body = self.routes.get(self.path, (404, {"Content-Type": "text/plain"}, b"404 page not found"))
         self.send_response(status)

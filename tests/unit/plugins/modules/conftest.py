@@ -27,7 +27,7 @@ except ImportError:  # ansible-core < 2.19
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from kube_module_args import ENDPOINTS, HOST  # noqa: E402
+from kube_module_args import ENDPOINTS, HOST
 
 
 @pytest.fixture

@@ -1,0 +1,297 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one place that speaks HTTP to apiservers.
+
+Requests go through one urllib3 pool shared by all endpoints and return raw JSON, because discovery
+and migration need the documents as the server wrote them, not typed models. Every response body is
+parsed here, once: an error status, a body that is not JSON (an HTML proxy or login page, a cut-off
+answer) and an unreachable endpoint each become an ``ApiError`` or ``EndpointUnreachable`` naming the
+apiserver, the request and the next step. ``get_or_none`` and ``list_all`` hold the two read
+patterns every capability shares (missing means None; a paged LIST that survives an expired token).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Dict, List, Optional
+from urllib.parse import urlencode, urlsplit
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import (
+    HAS_URLLIB3,
+    ConnectionSettings,
+    check_url,
+)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
+    ApiError,
+    ConfigurationError,
+    EndpointUnreachable,
+    is_decode_failure,
+)
+
+if HAS_URLLIB3:
+    import urllib3
+
+LIST_CHUNK = 500
+
+
+@dataclass
+class ApiResponse:
+    """One 2xx answer; ``endpoint``, ``method`` and ``path`` say where it came from, for error messages."""
+
+    status: int
+    headers: Dict[str, str]
+    data: bytes
+    endpoint: Optional[str] = None
+    method: Optional[str] = None
+    path: Optional[str] = None
+
+    def json(self):
+        return parse_json_body(self, self.endpoint, self.method, self.path)
+
+    @property
+    def content_type(self) -> str:
+        for key, value in (self.headers or {}).items():
+            if key.lower() == "content-type":
+                return value
+        return ""
+
+
+def parse_json_body(response: ApiResponse, endpoint: Optional[str], method: Optional[str], path: Optional[str]) -> dict:
+    """The JSON object in a 2xx body, or an ApiError naming the apiserver, the request, status and content type.
+
+    Every body the collection reads passes here: a proxy's HTML page, a login page, a truncated or
+    empty answer must never reach a caller as a half-parsed document (or as a JSONDecodeError).
+    """
+    if response.status == 204:
+        return {}
+    problem = ""
+    try:
+        if not response.data:
+            problem = "an empty body"
+        else:
+            document = json.loads(response.data)
+            if isinstance(document, dict):
+                return document
+            problem = f"a JSON {type(document).__name__}, not an object"
+    except ValueError as exc:
+        problem = f"a body that is not JSON ({_short(exc)})"
+    where = endpoint or "the apiserver"
+    content_type = response.content_type or "no content type"
+    preview = response.data[:80].decode("utf-8", "replace").strip() if response.data else ""
+    text = (f"{method or 'GET'} {path or ''} on apiserver {where} answered HTTP {response.status} with {problem} "
+            f"(Content-Type: {content_type}, {len(response.data or b'')} bytes")
+    text += f", starting {preview!r})" if preview else ")"
+    text += (". Expected a Kubernetes API JSON document: check that the URL points at the apiserver itself and not "
+             "at a proxy, load balancer or login page, and that nothing between them cuts answers short.")
+    raise ApiError(text, endpoint=endpoint, method=method, path=path, status=response.status,
+                   reason="InvalidBody", api_message=problem)
+
+
+_POOLS: Dict[tuple, object] = {}
+
+
+def _pool_for(settings: ConnectionSettings, maxsize: int):
+    """One pool manager per distinct TLS/proxy setup, shared by every endpoint and client in this process."""
+    key = (settings.verify, settings.ca_cert, settings.client_cert, settings.client_key, settings.proxy, maxsize)
+    pool = _POOLS.get(key)
+    if pool is None:
+        tls = {
+            "cert_reqs": "CERT_REQUIRED" if settings.verify else "CERT_NONE",
+            "ca_certs": settings.ca_cert if settings.verify else None,
+            "cert_file": settings.client_cert,
+            "key_file": settings.client_key,
+        }
+        if settings.tls_server_name:
+            tls["server_hostname"] = settings.tls_server_name
+        if not settings.verify:
+            tls["assert_hostname"] = False
+        common = {"num_pools": 16, "maxsize": maxsize, "block": True, "retries": False}
+        if settings.proxy:
+            pool = urllib3.ProxyManager(settings.proxy, proxy_headers=settings.proxy_headers or None, **common, **tls)
+        else:
+            pool = urllib3.PoolManager(**common, **tls)
+        _POOLS[key] = pool
+    return pool
+
+
+def _bypasses_proxy(host: str, no_proxy: Optional[str]) -> bool:
+    if not no_proxy:
+        return False
+    hostname = urlsplit(host).hostname or ""
+    for entry in (e.strip() for e in no_proxy.split(",")):
+        if entry and (hostname == entry or hostname.endswith("." + entry.lstrip("."))):
+            return True
+    return False
+
+
+_NEXT_STEPS = {
+    401: "The apiserver rejected the credentials: check 'api_key', the kubeconfig user, or client certificates.",
+    403: "The user is not allowed to do this: grant it with RBAC (see the collection README for the required rules).",
+    404: "The resource or API group is not served by this apiserver.",
+    409: "The object changed while it was being written.",
+    410: "The list or continue token expired; start the list again.",
+    422: "The apiserver refused the object as invalid.",
+    429: "The apiserver is overloaded; retry later.",
+    503: "The apiserver is not ready; retry once it is.",
+}
+
+_DECODE_HINT = ("The object is stored in etcd in a version this apiserver cannot decode; "
+                "no API call can read, rewrite or delete it. Restore it with an apiserver release that can read it, "
+                "or remove the key from etcd.")
+
+_REQUEST_OPTIONS = ("content_type", "accept", "timeout")
+
+
+class ApiClient:
+    """Requests against one apiserver endpoint; ``for_endpoint`` reuses credentials and the pool.
+
+    ``option`` names the module option the endpoint came from, so a malformed URL is blamed on it.
+    """
+
+    def __init__(self, settings: ConnectionSettings, endpoint: Optional[str] = None, maxsize: int = 10, option: str = "endpoints"):
+        if not HAS_URLLIB3:
+            raise ConfigurationError("The 'urllib3' Python library is required (it comes with the 'kubernetes' library).")
+        self.settings = settings
+        self.endpoint = check_url(option if endpoint else "host", endpoint or settings.host)
+        self.maxsize = maxsize
+        self._pool = _pool_for(settings, maxsize)
+        self._direct = _bypasses_proxy(self.endpoint, settings.no_proxy)
+        if self._direct and settings.proxy:
+            self._pool = _pool_for(ConnectionSettings(**{**settings.__dict__, "proxy": None}), maxsize)
+
+    def for_endpoint(self, endpoint: str, option: str = "endpoints") -> ApiClient:
+        return ApiClient(self.settings, endpoint, self.maxsize, option)
+
+    def request(self, method: str, path: str, query=None, body=None, **options) -> ApiResponse:
+        """Send one request; return the response for 2xx, raise ``ApiError``/``EndpointUnreachable`` otherwise.
+
+        ``options``: ``content_type`` of the body, ``accept``, and ``timeout`` in seconds (default: the settings').
+        """
+        unknown = set(options) - set(_REQUEST_OPTIONS)
+        if unknown:
+            raise TypeError(f"unknown request options: {', '.join(sorted(unknown))}")
+        url = self.endpoint + path
+        if query:
+            url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        headers = urllib3.HTTPHeaderDict(self.settings.headers)
+        headers["Accept"] = options.get("accept") or "application/json"
+        for group in self.settings.impersonate_groups:
+            headers.add("Impersonate-Group", group)
+        payload = None
+        if body is not None:
+            payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode("utf-8")
+            headers["Content-Type"] = options.get("content_type") or "application/json"
+        raw = self._send(method, path, url, {"headers": headers, "body": payload, "timeout": options.get("timeout") or self.settings.timeout})
+        response = ApiResponse(raw.status, dict(raw.headers), raw.data or b"", self.endpoint, method, path)
+        if raw.status >= 400:
+            raise self._error(method, path, response)
+        return response
+
+    def _send(self, method: str, path: str, url: str, request: dict):
+        """One urllib3 request (``request``: headers, body, timeout); no answer at all is EndpointUnreachable."""
+        try:
+            return self._pool.request(method, url, body=request["body"], headers=request["headers"],
+                                      timeout=urllib3.Timeout(total=request["timeout"]), preload_content=True, redirect=False)
+        except urllib3.exceptions.SSLError as exc:
+            raise EndpointUnreachable(
+                f"TLS to {self.endpoint} failed ({_short(exc)}). Check 'ca_cert' / the kubeconfig's certificate-authority, "
+                "or that the endpoint URL matches the apiserver's certificate.",
+                endpoint=self.endpoint, method=method, path=path) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise EndpointUnreachable(
+                f"apiserver {self.endpoint} did not answer {method} {path}: {_short(exc)}. "
+                "Check that the endpoint URL is right and the apiserver is running.",
+                endpoint=self.endpoint, method=method, path=path) from None
+
+    def _error(self, method: str, path: str, response: ApiResponse) -> ApiError:
+        body, message = _error_body(response)
+        reason = (body.get("reason") or "") if body else ""
+        retry_after = _retry_after(response, body)
+        hint = _DECODE_HINT if is_decode_failure(response.status, message) else _NEXT_STEPS.get(response.status, "")
+        text = f"{method} {path} on apiserver {self.endpoint} failed: HTTP {response.status}"
+        text += f" {reason}" if reason else ""
+        text += f": {message}" if message else ""
+        text += f". {hint}" if hint else ""
+        return ApiError(text, endpoint=self.endpoint, method=method, path=path, status=response.status,
+                        reason=reason, api_message=message, retry_after=retry_after, body=body)
+
+    def parse(self, method: str, path: str, response: ApiResponse) -> dict:
+        return parse_json_body(response, self.endpoint, method, path)
+
+    def get(self, path: str, query=None, accept: str = "application/json") -> dict:
+        return self.parse("GET", path, self.request("GET", path, query=query, accept=accept))
+
+    def get_or_none(self, path: str, query=None) -> Optional[dict]:
+        """The object at ``path``, or None when the apiserver answers 404: "missing" decided once, here."""
+        try:
+            return self.get(path, query=query)
+        except ApiError as error:
+            if error.status == 404 and not isinstance(error, EndpointUnreachable):
+                return None
+            raise
+
+    def list_all(self, path: str, query=None, chunk: int = LIST_CHUNK) -> List[dict]:
+        """Every item of a LIST, in chunks of ``chunk`` with ``continue``; an expired token (410) restarts once."""
+        for attempt in (1, 2):
+            try:
+                return self._list_pages(path, query, chunk)
+            except ApiError as error:
+                if error.status != 410 or attempt == 2:
+                    raise
+        return []  # not reached
+
+    def _list_pages(self, path: str, query, chunk: int) -> List[dict]:
+        items: List[dict] = []
+        token = None
+        while True:
+            params = dict(query or {}, limit=chunk)
+            if token:
+                params["continue"] = token
+            page = self.get(path, query=params)
+            items.extend(page.get("items") or [])
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+
+    def get_text(self, path: str, query=None) -> str:
+        return self.request("GET", path, query=query, accept="text/plain, application/json").data.decode("utf-8", "replace")
+
+    def post(self, path: str, body, query=None) -> dict:
+        return self.parse("POST", path, self.request("POST", path, query=query, body=body))
+
+    def put(self, path: str, body, query=None) -> dict:
+        return self.parse("PUT", path, self.request("PUT", path, query=query, body=body))
+
+    def patch(self, path: str, body, content_type: str = "application/merge-patch+json") -> dict:
+        return self.parse("PATCH", path, self.request("PATCH", path, body=body, content_type=content_type))
+
+    def delete(self, path: str, query=None, body=None) -> dict:
+        return self.parse("DELETE", path, self.request("DELETE", path, query=query, body=body))
+
+
+def _error_body(response: ApiResponse):
+    """(Status document or None, message) of an error answer; a text body is its own message."""
+    try:
+        body = json.loads(response.data) if response.data else None
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        return body, body.get("message") or ""
+    return None, response.data.decode("utf-8", "replace").strip()
+
+
+def _retry_after(response: ApiResponse, body) -> Optional[float]:
+    header = response.headers.get("Retry-After") or response.headers.get("retry-after")
+    if header:
+        try:
+            return float(header)
+        except ValueError:
+            pass
+    if isinstance(body, dict):
+        return (body.get("details") or {}).get("retryAfterSeconds")
+    return None
+
+
+def _short(exc: Exception) -> str:
+    reason = getattr(exc, "reason", None)
+    return str(reason or exc)[:300]

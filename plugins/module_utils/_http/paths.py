@@ -1,0 +1,72 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every apiserver path the collection requests, defined once.
+
+Names say what the path addresses: ``*_COLLECTION`` is a list/create URL, a function returns the URL
+of one named object. Group/versions follow the Kubernetes API reference of each release.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+# Discovery and health (staging/src/k8s.io/apiserver/pkg/endpoints/discovery, pkg/server/healthz).
+VERSION = "/version"
+CORE_DISCOVERY = "/api"
+GROUP_DISCOVERY = "/apis"
+READYZ = "/readyz"
+
+# CustomResourceDefinitions (apiextensions.k8s.io/v1).
+CRD_COLLECTION = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+
+# StorageState, the collection's own record of what was migrated (migration.k8s.io/v1alpha1, as in
+# kube-storage-version-migrator).
+MIGRATION_GROUP = "migration.k8s.io"
+MIGRATION_VERSION = "v1alpha1"
+STORAGE_STATE_CRD_NAME = f"storagestates.{MIGRATION_GROUP}"
+STORAGE_STATE_COLLECTION = f"/apis/{MIGRATION_GROUP}/{MIGRATION_VERSION}/storagestates"
+
+# StorageVersion objects of the StorageVersionAPI feature (KEP-2339, internal.apiserver.k8s.io/v1alpha1).
+STORAGE_VERSION_COLLECTION = "/apis/internal.apiserver.k8s.io/v1alpha1/storageversions"
+
+# apiserver identity Leases (KEP-1965) live in kube-system.
+LEASE_COLLECTION = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+
+# The in-tree storage version migration API (KEP-4192, storagemigration.k8s.io).
+STORAGE_MIGRATION_GROUP = "storagemigration.k8s.io"
+STORAGE_MIGRATION_RESOURCE = "storageversionmigrations"
+
+NAMESPACE_COLLECTION = "/api/v1/namespaces"
+
+
+def group_version(group: str, version: str) -> str:
+    """Discovery document (and URL prefix) of one group/version: ``/api/v1`` for the core group."""
+    return f"/apis/{group}/{version}" if group else f"/api/{version}"
+
+
+def crd(name: str) -> str:
+    """One CustomResourceDefinition, by its full name (``<plural>.<group>``)."""
+    return f"{CRD_COLLECTION}/{name}"
+
+
+def crd_status(name: str) -> str:
+    return f"{crd(name)}/status"
+
+
+STORAGE_STATE_CRD = crd(STORAGE_STATE_CRD_NAME)
+
+
+def storage_state(name: str) -> str:
+    return f"{STORAGE_STATE_COLLECTION}/{name}"
+
+
+def storage_migrations(api_version: str) -> str:
+    """Collection of StorageVersionMigrations for ``api_version`` (``group/version``)."""
+    return f"/apis/{api_version}/{STORAGE_MIGRATION_RESOURCE}"
+
+
+def resource_collection(group: str, version: str, plural: str, namespace: Optional[str] = None) -> str:
+    """List URL of a resource, across namespaces unless ``namespace`` is given."""
+    prefix = group_version(group, version)
+    if namespace:
+        return f"{prefix}/namespaces/{namespace}/{plural}"
+    return f"{prefix}/{plural}"

@@ -1,0 +1,339 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Where the apiservers are and how to authenticate: connection options resolved and validated.
+
+Credentials come from the ``kubernetes`` package's loaders (kubeconfig, in-cluster service account)
+so every auth flavour they support works here. Every option is checked here, before any request:
+a wrong type, range, URL or file is one ``ConfigurationError`` naming the option (or the kubeconfig)
+and the next step, never a traceback from a library.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+from urllib.parse import urlsplit
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+
+try:
+    import urllib3
+
+    HAS_URLLIB3 = True
+except ImportError:
+    HAS_URLLIB3 = False
+
+try:
+    from kubernetes.client import Configuration
+    from kubernetes.config import ConfigException, kube_config, load_incluster_config
+
+    HAS_KUBERNETES = True
+except ImportError:
+    HAS_KUBERNETES = False
+
+try:
+    import yaml
+
+    HAS_YAML = True
+except ImportError:
+    HAS_YAML = False
+
+USER_AGENT = "kubeupgrade.storage"
+DEFAULT_KUBECONFIG = "~/.kube/config"
+DEFAULT_TIMEOUT = 30.0
+
+
+@dataclass
+class ConnectionSettings:
+    """Resolved connection: where the (default) apiserver is and how to authenticate to any of them."""
+
+    host: str
+    verify: bool = True
+    ca_cert: Optional[str] = None
+    client_cert: Optional[str] = None
+    client_key: Optional[str] = None
+    tls_server_name: Optional[str] = None
+    headers: Dict[str, str] = field(default_factory=dict)
+    proxy: Optional[str] = None
+    no_proxy: Optional[str] = None
+    proxy_headers: Dict[str, str] = field(default_factory=dict)
+    impersonate_groups: List[str] = field(default_factory=list)
+    timeout: float = DEFAULT_TIMEOUT
+
+    @classmethod
+    def from_params(cls, params: dict) -> ConnectionSettings:
+        """Resolve module parameters (already merged with ``K8S_AUTH_*`` fallbacks) like kubernetes.core:
+        explicit options win over the kubeconfig, which wins over the in-cluster configuration."""
+        timeout = check_timeout("request_timeout", params.get("request_timeout"))
+        if params.get("proxy"):
+            check_proxy("proxy", params["proxy"])
+        config = _load_base_configuration(params)
+        host = _resolve_host(params, config)
+        verify = params.get("validate_certs")
+        settings = cls(
+            host=host,
+            verify=config.get("verify_ssl", True) if verify is None else bool(verify),
+            ca_cert=params.get("ca_cert") or config.get("ssl_ca_cert"),
+            client_cert=params.get("client_cert") or config.get("cert_file"),
+            client_key=params.get("client_key") or config.get("key_file"),
+            tls_server_name=config.get("tls_server_name"),
+            headers=_auth_headers(params, config),
+            proxy=params.get("proxy") or config.get("proxy"),
+            no_proxy=params.get("no_proxy"),
+            proxy_headers=_proxy_headers(params.get("proxy_headers")),
+            impersonate_groups=list(params.get("impersonate_groups") or []),
+            timeout=timeout,
+        )
+        _check_files(settings)
+        return settings
+
+
+def check_timeout(option: str, value) -> float:
+    """Seconds for one request: a number above zero; ``None`` means the default."""
+    if value is None:
+        return DEFAULT_TIMEOUT
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
+        raise ConfigurationError(f"'{option}' must be a number of seconds above 0, got {value!r}.")
+    if value <= 0:
+        raise ConfigurationError(f"'{option}' must be above 0 seconds (for example 30), got {value!r}.")
+    return float(value)
+
+
+def _url_problem(url, schemes) -> str:
+    """Why ``url`` is not an absolute URL with one of ``schemes``, a host and a valid port ('' if it is)."""
+    if not isinstance(url, str):
+        return f"it is a {type(url).__name__}, not a string"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError on a port that is not a number in 0-65535)
+    except ValueError as exc:
+        return str(exc)
+    if parts.scheme not in schemes:
+        return f"the scheme must be {' or '.join(schemes)}"
+    if not parts.hostname:
+        return "it has no host name"
+    return ""
+
+
+def check_url(option: str, url, where: str = "") -> str:
+    """An apiserver URL such as https://10.0.0.11:6443; blame ``where`` (a kubeconfig) if it came from one."""
+    problem = _url_problem(url, ("https", "http"))
+    if problem:
+        if where:
+            raise ConfigurationError(f"The cluster server in {where} must be an apiserver URL like https://10.0.0.11:6443, "
+                                     f"got {url!r} ({problem}). Fix the server URL in {where}.")
+        raise ConfigurationError(f"'{option}' must be an apiserver URL like https://10.0.0.11:6443, got {url!r} ({problem}).")
+    return url.rstrip("/")
+
+
+def check_proxy(option: str, url, where: str = "") -> str:
+    problem = _url_problem(url, ("http", "https"))
+    if problem:
+        source = f"The proxy-url in {where}" if where else f"'{option}'"
+        raise ConfigurationError(f"{source} is not a proxy URL ({problem}): got {url!r}. "
+                                 "Use a URL like http://proxy.example.com:3128.")
+    return url
+
+
+def _resolve_host(params: dict, config: dict) -> str:
+    if params.get("host"):
+        return check_url("host", params["host"])
+    host = config.get("host")
+    if not host:
+        raise ConfigurationError(
+            "No apiserver address: set 'host', or 'kubeconfig' (a file with a cluster server), "
+            "or run inside a pod with a service account."
+        )
+    return check_url("host", host, where=config.get("source") or "the kubeconfig")
+
+
+def _auth_headers(params: dict, config: dict) -> Dict[str, str]:
+    headers = {"User-Agent": USER_AGENT}
+    token = params.get("api_key")
+    if token:
+        headers["Authorization"] = token if token.lower().startswith("bearer ") else f"Bearer {token}"
+    elif params.get("username") and params.get("password"):
+        headers.update(urllib3.util.make_headers(basic_auth=f"{params['username']}:{params['password']}"))
+    elif config.get("authorization"):
+        headers["Authorization"] = config["authorization"]
+    if params.get("impersonate_user"):
+        headers["Impersonate-User"] = params["impersonate_user"]
+    return headers
+
+
+def _proxy_headers(options) -> Dict[str, str]:
+    headers: Dict[str, str] = {}
+    for key, value in (options or {}).items():
+        if value:
+            headers.update(urllib3.util.make_headers(**{key: value}))
+    return headers
+
+
+def _check_files(settings: ConnectionSettings) -> None:
+    for label, path in (("ca_cert", settings.ca_cert), ("client_cert", settings.client_cert), ("client_key", settings.client_key)):
+        if path and not os.path.isfile(path):
+            raise ConfigurationError(f"'{label}' file {path} does not exist or is not a file.")
+        if path and not os.access(path, os.R_OK):
+            raise ConfigurationError(f"'{label}' file {path} is not readable by this user.")
+    if bool(settings.client_cert) != bool(settings.client_key):
+        raise ConfigurationError("'client_cert' and 'client_key' must be given together.")
+    if settings.proxy:
+        check_proxy("proxy", settings.proxy, where="the kubeconfig")
+
+
+# --- kubeconfig and in-cluster configuration -------------------------------------------------------
+
+_KUBECONFIG_LISTS = (("clusters", "cluster"), ("contexts", "context"), ("users", "user"))
+
+
+def check_kubeconfig_shape(doc, where: str) -> None:
+    """Types the kubernetes loader assumes without checking: lists of named entries holding mappings.
+
+    The loader fails on a wrong type with a bare TypeError ("'int' object is not iterable"), so the
+    shape is checked first and the message names the kubeconfig and the field.
+    """
+    if not isinstance(doc, dict):
+        raise ConfigurationError(f"{where} must be a mapping (a kubeconfig document), got a {type(doc).__name__}.")
+    for key, inner in _KUBECONFIG_LISTS:
+        entries = doc.get(key)
+        if entries is None:
+            continue
+        if not isinstance(entries, list):
+            raise ConfigurationError(f"{where}: '{key}' must be a list of named {inner} entries, got a {type(entries).__name__}.")
+        for index, entry in enumerate(entries):
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                raise ConfigurationError(f"{where}: {key}[{index}] must be a mapping with a string 'name'.")
+            if not isinstance(entry.get(inner) or {}, dict):
+                raise ConfigurationError(f"{where}: {key}[{index}].{inner} must be a mapping, got a {type(entry[inner]).__name__}.")
+    current = doc.get("current-context")
+    if current is not None and not isinstance(current, str):
+        raise ConfigurationError(f"{where}: 'current-context' must be a string, got a {type(current).__name__}.")
+
+
+def _read_kubeconfig_file(path: str) -> dict:
+    """The parsed document of a kubeconfig file, or a ConfigurationError saying why it is not one."""
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"kubeconfig {path} does not exist. Set 'kubeconfig' to an existing file, or use 'host' and 'api_key'.")
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except OSError as exc:
+        raise ConfigurationError(f"kubeconfig {path} cannot be read: {exc.strerror or exc}.") from None
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"kubeconfig {path} is not a text file (not UTF-8); point 'kubeconfig' at a kubeconfig YAML file.") from None
+    if not HAS_YAML:
+        return {}
+    try:
+        doc = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigurationError(f"kubeconfig {path} is not valid YAML: {exc}") from None
+    check_kubeconfig_shape(doc, f"kubeconfig {path}")
+    return doc
+
+
+def _default_kubeconfig() -> str:
+    return os.path.expanduser(os.environ.get("KUBECONFIG", DEFAULT_KUBECONFIG).split(os.pathsep)[0])
+
+
+def _load_base_configuration(params: dict) -> dict:
+    """Fields from kubeconfig or in-cluster config; empty when explicit host + credentials suffice."""
+    if not HAS_KUBERNETES:
+        return {}
+    kubeconfig = params.get("kubeconfig")
+    context = params.get("context")
+    explicit = params.get("host") and (params.get("api_key") or params.get("client_cert") or params.get("username"))
+    if kubeconfig is None and not context:
+        if explicit:
+            return {}
+        if not os.path.isfile(_default_kubeconfig()):
+            return _load_incluster(explicit=bool(params.get("host")))
+        kubeconfig = _default_kubeconfig()
+    if isinstance(kubeconfig, dict):
+        return _load_kubeconfig_dict(kubeconfig, context)
+    if kubeconfig is not None and not isinstance(kubeconfig, str):
+        raise ConfigurationError(f"'kubeconfig' must be a file path or a kubeconfig mapping, got a {type(kubeconfig).__name__}.")
+    return _load_kubeconfig_file(os.path.expanduser(kubeconfig or DEFAULT_KUBECONFIG), context)
+
+
+def _load_kubeconfig_dict(doc: dict, context: Optional[str]) -> dict:
+    where = "the 'kubeconfig' mapping"
+    check_kubeconfig_shape(doc, where)
+    _check_context(doc.get("contexts") or [], context, where)
+    config = Configuration()
+    with _kubeconfig_errors(where):
+        kube_config.load_kube_config_from_dict(doc, context=context, client_configuration=config, persist_config=False)
+    return dict(_configuration_fields(config), source=where)
+
+
+def _load_kubeconfig_file(path: str, context: Optional[str]) -> dict:
+    where = f"kubeconfig {path}"
+    doc = _read_kubeconfig_file(path)
+    _check_context((doc or {}).get("contexts") or [], context, where)
+    config = Configuration()
+    with _kubeconfig_errors(where):
+        kube_config.load_kube_config(config_file=path, context=context, client_configuration=config, persist_config=False)
+    return dict(_configuration_fields(config), source=where)
+
+
+class _kubeconfig_errors:
+    """Turn the loader's exceptions into one ConfigurationError naming the kubeconfig."""
+
+    def __init__(self, where: str):
+        self.where = where
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, _traceback):
+        if exc is None:
+            return False
+        if isinstance(exc, ConfigurationError):
+            return False
+        if HAS_KUBERNETES and isinstance(exc, ConfigException):
+            raise ConfigurationError(f"Cannot use {self.where}: {exc}. Check it, or pass 'host' and 'api_key' instead.") from None
+        if isinstance(exc, (OSError, ValueError, TypeError, AttributeError, KeyError)):
+            raise ConfigurationError(f"Cannot read {self.where}: {type(exc).__name__}: {exc}. Check its fields.") from None
+        return False
+
+
+def _check_context(contexts: list, context: Optional[str], where: str) -> None:
+    if not context:
+        return
+    names = [c.get("name") for c in contexts if isinstance(c, dict)]
+    if context not in names:
+        raise ConfigurationError(
+            f"{where} has no context named {context!r}; its contexts are: {', '.join(map(str, names)) or 'none'}. "
+            "Set 'context' to one of them."
+        )
+
+
+def _load_incluster(explicit: bool) -> dict:
+    config = Configuration()
+    try:
+        load_incluster_config(client_configuration=config)
+    except ConfigException:
+        if explicit:
+            return {}
+        raise ConfigurationError(
+            "No kubeconfig found (looked at $KUBECONFIG and ~/.kube/config) and not running in a pod. "
+            "Set 'kubeconfig', or 'host' with 'api_key' or client certificates."
+        ) from None
+    return dict(_configuration_fields(config), source="the in-cluster service account configuration")
+
+
+def _configuration_fields(config) -> dict:
+    fields = {
+        "host": config.host,
+        "verify_ssl": config.verify_ssl,
+        "ssl_ca_cert": config.ssl_ca_cert,
+        "cert_file": config.cert_file,
+        "key_file": config.key_file,
+        "tls_server_name": getattr(config, "tls_server_name", None),
+        "proxy": config.proxy,
+    }
+    auth = config.get_api_key_with_prefix("BearerToken") or config.get_api_key_with_prefix("authorization")
+    if auth:
+        fields["authorization"] = auth
+    return {k: v for k, v in fields.items() if v is not None}
