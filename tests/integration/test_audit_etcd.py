@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_playbook
 from etcd_fixture import EtcdServer, etcd_plain, etcd_tls, free_port  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "plugins" / "module_utils" / "audit"))
@@ -192,7 +191,7 @@ def test_bad_options_fail_before_any_request(etcd_plain, extra, message):
     assert message in str(raised.value)
 
 
-def test_module_through_ansible_playbook_in_check_mode(etcd_tls, tmp_path):
+def test_module_through_ansible_playbook_in_check_mode(etcd_tls, tmp_path, ansible_playbook):
     etcd_tls.put_many((k, v) for k, v, _a in _real_listing())
     out = tmp_path / "audit.json"
     playbook = tmp_path / "audit.yml"
@@ -206,7 +205,7 @@ def test_module_through_ansible_playbook_in_check_mode(etcd_tls, tmp_path):
                 "target_release": "1.32", "readable_versions": {"widgets.example.com": ["v1"]}, "pages_per_second": 0}, "register": "audit"},
             {"name": "save", "ansible.builtin.copy": {"content": "{{ audit | to_json }}", "dest": str(out)}, "check_mode": False},
         ]}]))
-    run = run_playbook(playbook, check=True)
+    run = ansible_playbook(playbook, check=True)
     assert run.rc == 0, run.stdout + run.stderr
     result = json.loads(out.read_text())
     assert result["changed"] is False and result["resources"]["widgets.example.com"]["not_readable"] == 50
