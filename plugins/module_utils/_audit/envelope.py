@@ -24,8 +24,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, NamedTuple, Optional, Tuple
 
 try:
     from cryptography.exceptions import InvalidTag
@@ -55,11 +54,10 @@ UNDECODABLE = "undecodable"
 ENCRYPTED = "encrypted"  # encrypted and not decrypted (KMS, no matching key, missing library)
 
 
-@dataclass(frozen=True)
-class Decoded:
+class Decoded(NamedTuple):
     """What one value is stored as. ``provider``/``key_name`` are set for values encrypted at rest
     (``provider`` is ``aescbc``, ``kms:v2``...); ``encoding`` is that of the plaintext when it could be
-    read, ``encrypted`` when it could not, ``undecodable`` for garbage."""
+    read, ``encrypted`` when it could not, ``undecodable`` for garbage. A named tuple: one is made per key."""
 
     encoding: str
     api_version: Optional[str] = None
@@ -194,7 +192,25 @@ def _fields(data: bytes):
         yield number, wire, payload
 
 
+_PROTO_CACHE: Dict[bytes, Decoded] = {}
+
+
 def _decode_protobuf(value: bytes) -> Decoded:
+    """Fast path for what the apiserver writes (TypeMeta first, short lengths), cached per distinct TypeMeta;
+    anything else goes through the general field parser."""
+    if len(value) > 7 and value[4] == 0x0A and value[5] < 0x80 and value[6] == 0x0A:
+        type_meta = value[7:6 + value[5]] if 6 + value[5] <= len(value) else b""
+        found = _PROTO_CACHE.get(type_meta)
+        if found is not None:
+            return found
+        decoded = _decode_protobuf_fields(value)
+        if decoded.readable and len(_PROTO_CACHE) < 4096:
+            _PROTO_CACHE[type_meta] = decoded
+        return decoded
+    return _decode_protobuf_fields(value)
+
+
+def _decode_protobuf_fields(value: bytes) -> Decoded:
     try:
         type_meta = next((p for n, w, p in _fields(value[len(PROTOBUF_MAGIC):]) if n == 1 and w == 2), None)
         if type_meta is None:

@@ -12,8 +12,10 @@ Only range requests are ever sent: nothing here can write to etcd.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
@@ -101,7 +103,14 @@ class EtcdReader:
                                           headers={"Content-Type": "application/json"}, preload_content=True)
         except urllib3.exceptions.HTTPError as error:
             raise _transport_error(endpoint, error, self.settings, mid_scan=self.pages > 0) from None
-        return _parse_response(endpoint, response.status, response.data)
+        try:
+            return _parse_response(endpoint, response.status, response.data)
+        except EtcdError as error:
+            if self.pages and "compacted" not in str(error):
+                raise EtcdError(f"etcd at {endpoint} stopped answering in the middle of the scan ({error}): the audit is "
+                                "incomplete and reports nothing; check etcd's health and run the audit again",
+                                details=error.details) from None
+            raise
 
     def _first_page(self, body: dict) -> dict:
         failures = []
@@ -119,28 +128,52 @@ class EtcdReader:
                         details={"endpoints": list(self.settings.endpoints)})
 
     def scan(self, options: ScanOptions) -> Iterator[Tuple[bytes, bytes]]:
-        """Yield (key, value) of every key under ``options.prefix``, in key order, page by page."""
+        """Yield (key, value) of every key under ``options.prefix``, in key order, page by page.
+
+        The next page is requested (after the throttle's pause) while this one is decoded, so etcd's work and
+        ours overlap; at most one request is ever in flight.
+        """
         prefix = options.prefix.encode("utf-8")
         body = {"key": _b64(prefix), "range_end": _b64(prefix_range_end(prefix)), "limit": options.page_size}
-        interval = 1.0 / options.pages_per_second if options.pages_per_second > 0 else 0.0
-        started = options.clock()
+        throttle = _Throttle(options)
         page = self._first_page(body)
         self.revision = int(page.get("header", {}).get("revision", 0))
         body["revision"] = self.revision
-        while True:
-            self.pages += 1
-            kvs = page.get("kvs") or []
-            for kv in kvs:
-                yield base64.b64decode(kv["key"]), base64.b64decode(kv.get("value", ""))
-            if not page.get("more") or not kvs:
-                return
-            body["key"] = _b64(base64.b64decode(kvs[-1]["key"]) + b"\x00")
-            if interval:
-                wait = started + interval - options.clock()
-                if wait > 0:
-                    options.sleep(wait)
-                started = options.clock()
-            page = self._post(self.endpoint, body)
+        decode = binascii.a2b_base64
+        executor = ThreadPoolExecutor(max_workers=1)
+        try:
+            while True:
+                self.pages += 1
+                kvs = page.get("kvs") or []
+                following = None
+                if page.get("more") and kvs:
+                    body["key"] = _b64(decode(kvs[-1]["key"]) + b"\x00")
+                    throttle.wait()
+                    following = executor.submit(self._post, self.endpoint, dict(body))
+                for kv in kvs:
+                    yield decode(kv["key"]), decode(kv.get("value", ""))
+                if following is None:
+                    return
+                page = following.result()
+        finally:
+            executor.shutdown(wait=False)
+
+
+class _Throttle:
+    """At most ``pages_per_second`` requests per second, with the clock and sleep passed in."""
+
+    def __init__(self, options: ScanOptions):
+        self.options = options
+        self.interval = 1.0 / options.pages_per_second if options.pages_per_second > 0 else 0.0
+        self.last = options.clock()
+
+    def wait(self) -> None:
+        if not self.interval:
+            return
+        pause = self.last + self.interval - self.options.clock()
+        if pause > 0:
+            self.options.sleep(pause)
+        self.last = self.options.clock()
 
 
 def _parse_response(endpoint: str, status: int, data: bytes) -> dict:

@@ -15,8 +15,7 @@ A key that fits none of this is reported as outside the layout, never guessed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 NAMESPACED = "Namespaced"
 CLUSTER = "Cluster"
@@ -127,15 +126,17 @@ INTERNAL_PREFIXES = {
 # Resources that share one storage with another resource (same keys, same stored kind).
 SHARED_STORAGE = {"events.events.k8s.io": "events"}
 
+_TWO_SEGMENT_HEADS = {p.split("/")[0] for p in list(BUILTIN_PREFIXES) + list(INTERNAL_PREFIXES) if "/" in p}
+
 OBJECT = "object"
 INTERNAL = "internal"
 OUTSIDE = "outside"
 
 
-@dataclass(frozen=True)
-class KeyInfo:
+class KeyInfo(NamedTuple):
     """Where one key belongs. ``kind`` is ``object`` (an API object of ``resource``), ``internal``
-    (apiserver bookkeeping, ``what`` says which) or ``outside`` (not in the layout, ``what`` says why)."""
+    (apiserver bookkeeping, ``what`` says which) or ``outside`` (not in the layout, ``what`` says why).
+    A named tuple: one is made per key."""
 
     kind: str
     group: str = ""
@@ -177,6 +178,9 @@ def classify_key(key: str, prefix: str = "/registry/") -> KeyInfo:
     head = parts[0]
     if not head:
         return _outside("empty resource segment")
+    builtin = BUILTIN_PREFIXES.get(head) if head not in _TWO_SEGMENT_HEADS else None
+    if builtin and len(parts) > 1:  # the common case, first
+        return _object(builtin[0], builtin[1], builtin[2], parts[1:])
     for depth in (2, 1):
         joined = "/".join(parts[:depth])
         if len(parts) >= depth and joined in INTERNAL_PREFIXES:

@@ -82,12 +82,12 @@ class ResourceTally:
         self.unreadable = _Names(self.names_limit)
         self.not_readable = _Names(self.names_limit)
 
-    def add(self, object_name: str, decoded: envelope.Decoded) -> None:
+    def add(self, namespace: Optional[str], name: str, decoded: envelope.Decoded) -> None:
         self.objects += 1
         where = f"{decoded.provider}:{decoded.key_name}" if decoded.provider else IDENTITY
         self.encryption[where] = self.encryption.get(where, 0) + 1
         if not decoded.readable:
-            self.unreadable.add(object_name)
+            self.unreadable.add(f"{namespace}/{name}" if namespace else name)
             reason = decoded.reason or "unreadable"
             self.unreadable_reasons[reason] = self.unreadable_reasons.get(reason, 0) + 1
             return
@@ -97,7 +97,7 @@ class ResourceTally:
         else:
             entry[0] += 1
         if self.readable is not None and version_of(decoded.api_version) not in self.readable:
-            self.not_readable.add(object_name)
+            self.not_readable.add(f"{namespace}/{name}" if namespace else name)
 
     def result(self) -> dict:
         versions = [
@@ -163,7 +163,7 @@ class AuditAggregator:
             tally = self.tallies[name] = ResourceTally(info.group, info.resource, self.options.readable_for(name),
                                                       self.options.names_limit)
         decoded = decoded_value() if callable(decoded_value) else decoded_value
-        tally.add(f"{info.namespace}/{info.name}" if info.namespace else info.name, decoded)
+        tally.add(info.namespace, info.name, decoded)
 
     def result(self) -> dict:
         resources = {name: tally.result() for name, tally in sorted(self.tallies.items())}
