@@ -82,7 +82,7 @@ options:
     type: str
   readable_versions:
     description:
-      - Versions a target can decode, per resource (C({widgets.example.com: [v1]})); adds to and overrides
+      - Versions a target can decode, per resource (a mapping such as C(widgets.example.com) to C([v1])); adds to and overrides
         O(target_release). With each resource's current storage version, it lists the objects a migration must rewrite.
     type: dict
   profiles_file:
@@ -115,7 +115,7 @@ notes:
   - Encryption keys from O(encryption_config) stay in the module's memory to decrypt locally; they, values and
     decrypted contents are never logged or returned. KMS v1/v2 values are reported by plugin name, never decrypted.
   - etcd is read through its JSON gateway with urllib3, which the collection already uses, rather than a gRPC client
-    or C(etcd3gw): one request type is needed and etcd 3.4 and later serve it on the client port.
+    or C(etcd3gw), because one request type is needed and etcd 3.4 and later serve it on the client port.
   - Decrypting secretbox values needs the Python package PyNaCl; aescbc and aesgcm need cryptography.
 seealso:
   - module: kubeupgrade.storage.storage_state
