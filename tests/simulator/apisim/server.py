@@ -360,8 +360,7 @@ class ControlPlane:
                 raise ValueError(f"no kind known for {bucket}: create its CRD first")
             return crd.obj["spec"]["names"]["kind"]
 
-        return EtcdMirror(etcd["endpoint"], kind_of, lambda bucket: bucket in kinds, prefix=etcd.get("prefix") or "/registry",
-                          ca_file=etcd.get("ca_file"), cert_file=etcd.get("cert_file"), key_file=etcd.get("key_file"))
+        return EtcdMirror(etcd, kind_of, lambda bucket: bucket in kinds)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def start(self, seed_names=()):

@@ -163,18 +163,19 @@ class EtcdMirror:
     ``<group>/<resource>``). A failed write raises: the simulator's request then fails, as the apiserver's would.
     """
 
-    def __init__(self, endpoint, kind_of, builtin, prefix="/registry", ca_file=None, cert_file=None, key_file=None):
-        parts = urllib.parse.urlsplit(endpoint)
-        self.endpoint = endpoint
-        self.prefix = "/" + prefix.strip("/")
+    def __init__(self, etcd, kind_of, builtin):
+        """``etcd``: {endpoint, prefix (default /registry), ca_file, cert_file, key_file}."""
+        parts = urllib.parse.urlsplit(etcd["endpoint"])
+        self.endpoint = etcd["endpoint"]
+        self.prefix = "/" + (etcd.get("prefix") or "/registry").strip("/")
         self.kind_of = kind_of
         self.builtin = builtin
         self._host, self._port, self._https = parts.hostname, parts.port or 2379, parts.scheme == "https"
         self._context = None
         if self._https:
-            self._context = ssl.create_default_context(cafile=ca_file)
-            if cert_file:
-                self._context.load_cert_chain(cert_file, key_file)
+            self._context = ssl.create_default_context(cafile=etcd.get("ca_file"))
+            if etcd.get("cert_file"):
+                self._context.load_cert_chain(etcd["cert_file"], etcd.get("key_file"))
         self._connection = None
 
     def key(self, bucket, namespace, name):
