@@ -222,6 +222,11 @@ endpoint:
   description: The etcd endpoint that was read.
   returned: success
   type: str
+measured_at:
+  description: When the scan started (UTC); records made from the audit say when they were measured.
+  returned: success
+  type: str
+  sample: "2026-01-01T00:00:00Z"
 revision:
   description: The etcd revision the whole scan read (one snapshot).
   returned: success

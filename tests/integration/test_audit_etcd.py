@@ -65,7 +65,7 @@ def test_real_listing_is_counted_exactly(request, fixture):
     assert {v["api_version"]: v["count"] for v in widgets["versions"]} == {"example.com/v1": 5, "example.com/v1alpha1": 50}
     assert widgets["not_readable"] == 50 and len(widgets["not_readable_names"]) == 20
     assert result["resources"]["secrets"]["versions"][0]["hash"] == "S6u1pOWzb84="
-    assert result["endpoint"] == server.url and result["revision"] > 0
+    assert result["endpoint"] == server.url and result["revision"] > 0 and result["measured_at"].endswith("Z")
 
 
 def test_scan_is_one_snapshot_at_the_first_page_revision(etcd_plain):

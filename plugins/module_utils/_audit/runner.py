@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Set
@@ -127,6 +128,7 @@ def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:
     """Scan once and fold; the reader is injectable for tests."""
     reader = reader_factory(request.settings)
     aggregator = model.AuditAggregator(request.options)
+    measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     prefix = request.scan.prefix
     for key, value in reader.scan(request.scan):
         key_text = key.decode("utf-8", "replace")
@@ -137,7 +139,7 @@ def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:
                         "what is stored; check etcd_prefix (kube-apiserver --etcd-prefix) and etcd_endpoints",
                         details={"endpoint": reader.endpoint, "prefix": prefix})
     result = aggregator.result()
-    result.update(endpoint=reader.endpoint, revision=reader.revision, pages=reader.pages, prefix=prefix)
+    result.update(endpoint=reader.endpoint, revision=reader.revision, pages=reader.pages, prefix=prefix, measured_at=measured_at)
     return result
 
 
