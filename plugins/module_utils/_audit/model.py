@@ -160,8 +160,8 @@ class AuditAggregator:
             return
         tally = self.tallies.get(name)
         if tally is None:
-            tally = self.tallies[name] = ResourceTally(info.group, info.resource, self.options.readable_for(name),
-                                                      self.options.names_limit)
+            tally = ResourceTally(info.group, info.resource, self.options.readable_for(name), self.options.names_limit)
+            self.tallies[name] = tally
         decoded = decoded_value() if callable(decoded_value) else decoded_value
         tally.add(info.namespace, info.name, decoded)
 
