@@ -2,8 +2,11 @@
 """A real etcd (Debian's etcd-server) on loopback for tests and benchmarks: plain, or TLS with client certificates.
 
 ``scripts/setup-etcd.sh`` installs it. When ``etcd`` is missing the fixtures fail in CI (``CI=true``) and
-skip locally, with the reason either way. Import the fixtures into a test module:
-``from etcd_fixture import etcd_plain, etcd_tls  # noqa: F401``.
+skip locally, with the reason either way. A test module defines its fixtures with ``serve``::
+
+    @pytest.fixture
+    def etcd_tls(tmp_path):
+        yield from etcd_fixture.serve(tmp_path, tls=True)
 """
 
 from __future__ import annotations
@@ -200,15 +203,8 @@ class EtcdServer:
         self.stop()
 
 
-@pytest.fixture
-def etcd_plain(tmp_path):
+def serve(directory, tls=False):
+    """Generator body of an etcd fixture: fail (CI) or skip when etcd is missing, else start, yield, stop."""
     require_etcd()
-    with EtcdServer(tmp_path / "etcd-plain") as server:
-        yield server
-
-
-@pytest.fixture
-def etcd_tls(tmp_path):
-    require_etcd()
-    with EtcdServer(tmp_path / "etcd-tls", tls=True) as server:
+    with EtcdServer(os.path.join(str(directory), "etcd-tls" if tls else "etcd-plain"), tls=tls) as server:
         yield server

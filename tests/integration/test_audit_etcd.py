@@ -1,6 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """storage_version_audit against a real etcd: plain and with TLS client certificates, and every bad input."""
-# ruff: noqa: F811  (the etcd fixtures are imported, then named as test arguments)
 
 from __future__ import annotations
 
@@ -9,9 +8,10 @@ import json
 import sys
 from pathlib import Path
 
+import etcd_fixture
 import pytest
 import yaml
-from etcd_fixture import EtcdServer, etcd_plain, etcd_tls, free_port  # noqa: F401
+from etcd_fixture import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "plugins" / "module_utils" / "audit"))
 
@@ -22,6 +22,16 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError  # noqa: E402
 
 LISTING = Path(__file__).resolve().parents[1] / "fixtures" / "real-etcd-keys" / "keys-1.32.6.tsv"
+
+
+@pytest.fixture
+def etcd_plain(tmp_path):
+    yield from etcd_fixture.serve(tmp_path)
+
+
+@pytest.fixture
+def etcd_tls(tmp_path):
+    yield from etcd_fixture.serve(tmp_path, tls=True)
 
 
 def _real_listing():

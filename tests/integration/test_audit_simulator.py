@@ -5,7 +5,6 @@ audit (through ansible-playbook) -> counts per apiVersion exactly as the simulat
 target cannot decode named -> records from the audit have no Unknown -> a PUT of only the listed objects through
 the apiserver -> a second audit finds none left.
 """
-# ruff: noqa: F811  (the etcd fixture is imported, then named as a test argument)
 
 from __future__ import annotations
 
@@ -15,9 +14,9 @@ import ssl
 import urllib.request
 from pathlib import Path
 
+import etcd_fixture
 import pytest
 import yaml
-from etcd_fixture import etcd_tls  # noqa: F401
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model, runner
@@ -54,6 +53,11 @@ def _path(resource, version, object_name):
     namespace, _sep, name = object_name.rpartition("/")
     scope = f"/namespaces/{namespace}" if namespace else ""
     return f"{gr.api_prefix(version)}{scope}/{gr.resource}/{name}"
+
+
+@pytest.fixture
+def etcd_tls(tmp_path):
+    yield from etcd_fixture.serve(tmp_path, tls=True)
 
 
 @pytest.fixture

@@ -3,25 +3,24 @@
 The tests imported from test_simulator run here against the ``plane`` fixture of this module (same control plane
 options plus ``etcd=``), so the etcd-backed store is held to the same recorded behaviour.
 """
-# ruff: noqa: F401, F811  (test functions and fixtures are imported to run them again here)
 
 import base64
-import collections
 import json
 import urllib.request
 
 import pytest
+import test_simulator as base
 from apisim.harness import ControlPlane
 from etcd_fixture import EtcdServer, require_etcd
-from test_simulator import (
-    api,
-    test_chunked_list_expiry_and_fallback_token,
-    test_crd_stored_versions_rules,
-    test_crud_errors_as_recorded,
-    test_intree_migration_rewrites_objects,
-    test_undecodable_objects_fail_reads_lists_and_writes,
-    test_update_noop_and_merge_patch,
-)
+
+# the same tests and fixture, collected again in this module, where ``plane`` keeps its store in etcd
+api = base.api
+test_crud_errors_as_recorded = base.test_crud_errors_as_recorded
+test_update_noop_and_merge_patch = base.test_update_noop_and_merge_patch
+test_chunked_list_expiry_and_fallback_token = base.test_chunked_list_expiry_and_fallback_token
+test_undecodable_objects_fail_reads_lists_and_writes = base.test_undecodable_objects_fail_reads_lists_and_writes
+test_crd_stored_versions_rules = base.test_crd_stored_versions_rules
+test_intree_migration_rewrites_objects = base.test_intree_migration_rewrites_objects
 
 
 @pytest.fixture(scope="module")
