@@ -34,13 +34,21 @@ def main(argv=None):
     parser.add_argument("--migrator-delay", type=float, default=0.2)
     parser.add_argument("--storage-version-api", action="store_true")
     parser.add_argument("--token", default=None)
+    parser.add_argument("--etcd-endpoint", help="also write every object to this etcd (real key layout and envelope)")
+    parser.add_argument("--etcd-prefix", default="/registry")
+    parser.add_argument("--etcd-cacert")
+    parser.add_argument("--etcd-cert")
+    parser.add_argument("--etcd-key")
     args = parser.parse_args(argv)
     os.makedirs(args.state_dir, exist_ok=True)
     try:
         plane = ControlPlane(args.state_dir, args.apiservers, _releases(args.release, args.apiservers),
                              tls_enabled=not args.plain, storage_version_api=args.storage_version_api,
                              compaction_window=args.compaction_window, migrator_delay=args.migrator_delay,
-                             port_base=args.port_base, admin_port=args.admin_port, token=args.token)
+                             port_base=args.port_base, admin_port=args.admin_port, token=args.token,
+                             etcd=args.etcd_endpoint and {"endpoint": args.etcd_endpoint, "prefix": args.etcd_prefix,
+                                                          "ca_file": args.etcd_cacert, "cert_file": args.etcd_cert,
+                                                          "key_file": args.etcd_key})
     except (ValueError, IndexError) as exc:
         parser.error(str(exc))
     done = threading.Event()

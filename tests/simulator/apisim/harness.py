@@ -86,7 +86,7 @@ class ControlPlane:
     """A simulated HA control plane in a child process; also a context manager."""
 
     def __init__(self, workdir, apiservers=3, releases="1.32", tls=True, storage_version_api=False,
-                 compaction_window=300.0, migrator_delay=0.2, seed=None):
+                 compaction_window=300.0, migrator_delay=0.2, seed=None, etcd=None):
         self.workdir = os.path.abspath(str(workdir))
         self.apiservers = apiservers
         self.releases = [releases] * apiservers if isinstance(releases, str) else list(releases)
@@ -97,6 +97,7 @@ class ControlPlane:
         self.compaction_window = compaction_window
         self.migrator_delay = migrator_delay
         self.seed = seed
+        self.etcd = etcd  # {endpoint, prefix, ca_file, cert_file, key_file}: also keep the store in that etcd
         self.process = None
         self.state = None
         self.admin = None
@@ -112,6 +113,10 @@ class ControlPlane:
             cmd.append("--storage-version-api")
         for name in [self.seed] if isinstance(self.seed, str) else (self.seed or []):
             cmd += ["--seed", name]
+        for option, key in (("--etcd-endpoint", "endpoint"), ("--etcd-prefix", "prefix"), ("--etcd-cacert", "ca_file"),
+                            ("--etcd-cert", "cert_file"), ("--etcd-key", "key_file")):
+            if (self.etcd or {}).get(key):
+                cmd += [option, self.etcd[key]]
         return cmd
 
     def start(self, timeout=60.0):

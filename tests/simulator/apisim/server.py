@@ -19,7 +19,7 @@ from . import controllers, errors, seeds, tls
 from .api import Api, Request, audit_key, now
 from .faults import Faults
 from .profiles import api_version, builtin_resources, release_data, storage_key
-from .store import Entry, Store
+from .store import Entry, EtcdMirror, Store
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -324,7 +324,7 @@ class ControlPlane:
     """Every apiserver, the shared store, the faults and the controllers of one simulated control plane."""
 
     def __init__(self, state_dir, apiservers=3, releases=("1.32",), tls_enabled=True, storage_version_api=False,
-                 compaction_window=300.0, migrator_delay=0.2, port_base=0, admin_port=0, token=None):
+                 compaction_window=300.0, migrator_delay=0.2, port_base=0, admin_port=0, token=None, etcd=None):
         releases = list(releases) if not isinstance(releases, str) else [releases]
         if len(releases) == 1:
             releases *= apiservers
@@ -333,7 +333,7 @@ class ControlPlane:
         for release in releases:
             builtin_resources(release)
         self.state_dir = os.path.abspath(state_dir)
-        self.store = Store(compaction_window)
+        self.store = Store(compaction_window, mirror=self._etcd_mirror(etcd) if etcd else None)
         self.faults = Faults()
         self.audit = collections.Counter()  # (verb, group, resource, subresource) -> requests
         self.token = token or uuid.uuid4().hex
@@ -351,6 +351,23 @@ class ControlPlane:
         self.admin_httpd = None
         self.controllers = controllers.Controllers(self)
         self.aggregated = {}  # group -> versions of aggregated APIServices whose backend is down
+
+    def _etcd_mirror(self, etcd):
+        """``etcd``: {endpoint, prefix, ca_file, cert_file, key_file}; every write then also goes to that etcd."""
+        kinds = {}
+        for release in release_data():
+            for (group, resource), info in builtin_resources(release).items():
+                kinds.setdefault(storage_key(group, resource), info.kind)
+
+        def kind_of(bucket):
+            if bucket in kinds:
+                return kinds[bucket]
+            crd = self.store.buckets[("apiextensions.k8s.io", "customresourcedefinitions")].items.get(f"{bucket[1]}.{bucket[0]}")
+            if crd is None:
+                raise ValueError(f"no kind known for {bucket}: create its CRD first")
+            return crd.obj["spec"]["names"]["kind"]
+
+        return EtcdMirror(etcd, kind_of, lambda bucket: bucket in kinds)
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
     def start(self, seed_names=()):

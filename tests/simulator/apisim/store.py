@@ -1,9 +1,19 @@
-"""The shared in-memory "etcd": objects per resource bucket, each remembering the apiVersion it is encoded in."""
+"""The shared in-memory "etcd": objects per resource bucket, each remembering the apiVersion it is encoded in.
 
+Optionally every write is also made, synchronously, to a real etcd (``EtcdMirror``) in the kube-apiserver's key
+layout and value envelope, so that what an etcd audit reads is exactly what the simulator stored. Reads stay in
+memory: the in-memory index keeps the simulator's semantics (resourceVersions, chunked LISTs) unchanged.
+"""
+
+import base64
 import bisect
 import collections
+import http.client
+import json
+import ssl
 import threading
 import time
+import urllib.parse
 
 
 class Entry:
@@ -56,7 +66,8 @@ def object_key(namespace, name):
 class Store:
     """Every apiserver's view of storage; ``lock`` serialises writes and compound reads."""
 
-    def __init__(self, compaction_window=300.0):
+    def __init__(self, compaction_window=300.0, mirror=None):
+        self.mirror = mirror
         self.lock = threading.RLock()
         self.buckets = collections.defaultdict(Bucket)
         self.rv = 1
@@ -74,6 +85,8 @@ class Store:
 
     def put(self, bucket, entry):
         with self.lock:
+            if self.mirror is not None:
+                self.mirror.put(bucket, entry)
             target = self.buckets[bucket]
             key = object_key(entry.namespace, entry.name)
             old = target.items.get(key)
@@ -89,6 +102,8 @@ class Store:
         with self.lock:
             target = self.buckets[bucket]
             key = object_key(namespace, name)
+            if self.mirror is not None and key in target.items:
+                self.mirror.delete(bucket, namespace, name)
             entry = target.items.pop(key, None)
             if entry is not None:
                 del target.keys[bisect.bisect_left(target.keys, key)]
@@ -111,3 +126,100 @@ class Store:
             while self._history and self._history[0][0] < horizon:
                 self.compacted_rv = max(self.compacted_rv, self._history.popleft()[1])
         return rv < self.compacted_rv
+
+
+# The kube-apiserver's etcd key layout for the resources whose prefix is not simply "<resource>" (built-ins are
+# stored without their group; pkg/registry/core/*/storage and the default storage factory's overrides).
+_KEY_OVERRIDES = {
+    ("", "nodes"): "minions",
+    ("", "services"): "services/specs",
+    ("", "endpoints"): "services/endpoints",
+    ("", "replicationcontrollers"): "controllers",
+    ("networking.k8s.io", "ingresses"): "ingress",
+}
+# Stored under "<group>/<resource>" and as JSON: CRDs, APIServices (and every custom resource).
+_GROUPED_BUILTINS = {("apiextensions.k8s.io", "customresourcedefinitions"), ("apiregistration.k8s.io", "apiservices")}
+
+
+def _varint(number):
+    out = bytearray()
+    while True:
+        byte, number = number & 0x7F, number >> 7
+        out.append(byte | (0x80 if number else 0))
+        if not number:
+            return bytes(out)
+
+
+def _field(number, payload):
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+class EtcdMirror:
+    """Writes each stored object to a real etcd, as a kube-apiserver would lay it out.
+
+    ``kind_of(bucket)`` names the kind of a bucket's objects, ``builtin(bucket)`` whether it is a built-in (stored
+    under its resource name, in the protobuf envelope ``k8s\\x00`` + runtime.Unknown{TypeMeta, raw}; the raw
+    bytes are the object as JSON, the simulator's own encoding) or not (custom resources: JSON under
+    ``<group>/<resource>``). A failed write raises: the simulator's request then fails, as the apiserver's would.
+    """
+
+    def __init__(self, etcd, kind_of, builtin):
+        """``etcd``: {endpoint, prefix (default /registry), ca_file, cert_file, key_file}."""
+        parts = urllib.parse.urlsplit(etcd["endpoint"])
+        self.endpoint = etcd["endpoint"]
+        self.prefix = "/" + (etcd.get("prefix") or "/registry").strip("/")
+        self.kind_of = kind_of
+        self.builtin = builtin
+        self._host, self._port, self._https = parts.hostname, parts.port or 2379, parts.scheme == "https"
+        self._context = None
+        if self._https:
+            self._context = ssl.create_default_context(cafile=etcd.get("ca_file"))
+            if etcd.get("cert_file"):
+                self._context.load_cert_chain(etcd["cert_file"], etcd.get("key_file"))
+        self._connection = None
+
+    def key(self, bucket, namespace, name):
+        group, resource = bucket
+        if bucket in _GROUPED_BUILTINS or not self.builtin(bucket):
+            head = f"{group}/{resource}"
+        else:
+            head = _KEY_OVERRIDES.get(bucket, resource)
+        return f"{self.prefix}/{head}/" + (f"{namespace}/{name}" if namespace else name)
+
+    def value(self, bucket, entry):
+        kind = self.kind_of(bucket)
+        if bucket in _GROUPED_BUILTINS or not self.builtin(bucket):
+            return json.dumps({"apiVersion": entry.encoded, "kind": kind, **entry.obj}, separators=(",", ":")).encode() + b"\n"
+        type_meta = _field(1, entry.encoded.encode()) + _field(2, kind.encode())
+        raw = json.dumps(entry.obj, separators=(",", ":")).encode()
+        return b"k8s\x00" + _field(1, type_meta) + _field(2, raw) + _field(3, b"") + _field(4, b"")
+
+    def put(self, bucket, entry):
+        key = self.key(bucket, entry.namespace, entry.name).encode()
+        self._call("/v3/kv/put", {"key": _b64(key), "value": _b64(self.value(bucket, entry))})
+
+    def delete(self, bucket, namespace, name):
+        self._call("/v3/kv/deleterange", {"key": _b64(self.key(bucket, namespace, name).encode())})
+
+    def _call(self, path, body):
+        data = json.dumps(body).encode()
+        for attempt in (1, 2):  # one reconnect: etcd may have closed an idle keep-alive connection
+            try:
+                if self._connection is None:
+                    self._connection = (http.client.HTTPSConnection(self._host, self._port, context=self._context, timeout=30)
+                                        if self._https else http.client.HTTPConnection(self._host, self._port, timeout=30))
+                self._connection.request("POST", path, body=data, headers={"Content-Type": "application/json"})
+                response = self._connection.getresponse()
+                payload = response.read()
+            except (OSError, http.client.HTTPException):
+                self._connection = None
+                if attempt == 2:
+                    raise
+                continue
+            if response.status != 200:
+                raise OSError(f"etcd {self.endpoint}{path} answered {response.status}: {payload[:200]!r}")
+            return
+
+
+def _b64(data):
+    return base64.b64encode(data).decode("ascii")

@@ -1,0 +1,21 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The etcd audit: what every object under the apiserver's etcd prefix is really stored as.
+
+Files: ``envelope.py`` (pure: decode one value, decrypt aescbc/aesgcm/secretbox locally),
+``keys.py`` (pure: the apiserver's key layout), ``model.py`` (pure: per-resource results folded in
+one pass), ``etcd_io.py`` (paged, read-only range reads of etcd's v3 JSON API), ``runner.py`` (what
+the ``storage_version_audit`` module calls).
+
+Helpers for other capabilities (they take the module's result, ``audit``, as plain data):
+
+- ``model.records_from_audit(audit, current_hashes) -> {resource: [persisted hashes]}``: StorageState
+  records measured in etcd; ``current_hashes`` is ``{resource: current storage hash}``. Persisted is
+  exactly the hashes found, ``[current]`` when nothing or only the current version is stored, and it
+  includes ``Unknown`` when some value could not be read.
+- ``model.objects_from_audit(audit) -> {resource: ["ns/name" | "name", ...]}``: the objects stored in a
+  version the audit's target cannot decode (the audit's ``readable_versions``/``target_release``);
+  complete only for an audit run with ``names_limit: -1``, see ``model.truncated_from_audit(audit)``.
+- Per resource, ``audit["resources"][name]`` has ``objects``, ``versions`` (apiVersion, kind, count,
+  hash), ``hashes``, ``unreadable``/``unreadable_names``, and when judged ``not_readable`` and
+  ``not_readable_names``: what a verdict needs to name objects.
+"""

@@ -1,0 +1,323 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Decode one etcd value written by a kube-apiserver into the apiVersion and kind it is stored as.
+
+Three encodings exist (taken from the Kubernetes source):
+
+- protobuf: ``k8s\\x00`` then a ``runtime.Unknown`` message whose field 1 is a ``TypeMeta``
+  (field 1 apiVersion, field 2 kind) and field 2 the raw object
+  (``staging/src/k8s.io/apimachinery/pkg/runtime/serializer/protobuf/protobuf.go``);
+- JSON: a JSON object with top-level ``apiVersion`` and ``kind`` (custom resources, CRDs, APIServices);
+- encrypted at rest: ``k8s:enc:<provider>:v1:<key name>:`` then the provider's ciphertext
+  (``staging/src/k8s.io/apiserver/pkg/storage/value/encrypt``; KMS v1/v2 put the plugin name where
+  the key name is). ``aescbc`` is IV(16) + AES-CBC with PKCS#7 padding; ``aesgcm`` is nonce(12) +
+  AES-GCM ciphertext and tag, with the full etcd key as additional authenticated data;
+  ``secretbox`` is nonce(24) + NaCl secretbox (XSalsa20-Poly1305). This module decrypts these
+  three locally, given the keys of the apiserver's EncryptionConfiguration, to read the apiVersion
+  underneath; KMS values are reported as encrypted by their plugin, never decrypted.
+
+Nothing here raises on bad input: a value that cannot be decoded is a ``Decoded`` with
+``encoding="undecodable"`` and a reason. Reasons never contain value bytes or key material.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Dict, List, NamedTuple, Optional, Tuple
+
+try:
+    from cryptography.exceptions import InvalidTag
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+    HAS_CRYPTOGRAPHY = True
+except ImportError:  # pragma: no cover - depends on the host's Python
+    HAS_CRYPTOGRAPHY = False
+
+try:
+    from nacl.exceptions import CryptoError
+    from nacl.secret import SecretBox
+
+    HAS_NACL = True
+except ImportError:  # pragma: no cover - depends on the host's Python
+    HAS_NACL = False
+
+PROTOBUF_MAGIC = b"k8s\x00"
+ENCRYPTED_PREFIX = b"k8s:enc:"
+LOCAL_PROVIDERS = ("aescbc", "aesgcm", "secretbox")
+KMS_PROVIDERS = ("kms",)
+
+PROTO = "proto"
+JSON = "json"
+UNDECODABLE = "undecodable"
+ENCRYPTED = "encrypted"  # encrypted and not decrypted (KMS, no matching key, missing library)
+
+
+class Decoded(NamedTuple):
+    """What one value is stored as. ``provider``/``key_name`` are set for values encrypted at rest
+    (``provider`` is ``aescbc``, ``kms:v2``...); ``encoding`` is that of the plaintext when it could be
+    read, ``encrypted`` when it could not, ``undecodable`` for garbage. A named tuple: one is made per key."""
+
+    encoding: str
+    api_version: Optional[str] = None
+    kind: Optional[str] = None
+    provider: Optional[str] = None
+    key_name: Optional[str] = None
+    reason: Optional[str] = None
+
+    @property
+    def readable(self) -> bool:
+        return bool(self.api_version) and self.encoding in (PROTO, JSON)
+
+
+class EncryptionKeys:
+    """Keys of an EncryptionConfiguration, by provider and key name, kept only in memory.
+
+    The same key name may appear under several resources with different secrets: every candidate is
+    tried, as the apiserver would for the resource's own list.
+    """
+
+    def __init__(self, keys: Optional[Dict[Tuple[str, str], List[bytes]]] = None):
+        self._keys = keys or {}
+
+    def candidates(self, provider: str, name: str) -> List[bytes]:
+        return self._keys.get((provider, name), [])
+
+    def __bool__(self) -> bool:
+        return bool(self._keys)
+
+    def __repr__(self) -> str:  # never print key material
+        return f"EncryptionKeys({len(self._keys)} keys)"
+
+
+_CONFIG_KINDS = ("EncryptionConfiguration", "EncryptionConfig")
+_KEY_LENGTHS = {"aescbc": (16, 24, 32), "aesgcm": (16, 24, 32), "secretbox": (32,)}
+
+
+def keys_from_encryption_config(config) -> EncryptionKeys:
+    """Parse an ``apiserver.config.k8s.io/v1`` EncryptionConfiguration (already loaded from YAML).
+
+    Raises ``ValueError`` naming the JSON path of what is wrong; the message never contains a secret.
+    """
+    if not isinstance(config, dict) or config.get("kind") not in _CONFIG_KINDS:
+        raise ValueError("not an EncryptionConfiguration (kind must be EncryptionConfiguration)")
+    entries = config.get("resources")
+    if not isinstance(entries, list):
+        raise ValueError("resources must be a list")
+    found: Dict[Tuple[str, str], List[bytes]] = {}
+    for index, entry in enumerate(entries):
+        providers = (entry or {}).get("providers") if isinstance(entry, dict) else None
+        if not isinstance(providers, list):
+            raise ValueError(f"resources[{index}].providers must be a list")
+        for pindex, provider in enumerate(providers):
+            _collect_provider_keys(provider, f"resources[{index}].providers[{pindex}]", found)
+    return EncryptionKeys(found)
+
+
+def _collect_provider_keys(provider, path: str, found: dict) -> None:
+    if not isinstance(provider, dict):
+        raise ValueError(f"{path} must be a mapping")
+    for name in LOCAL_PROVIDERS:
+        if name not in provider:
+            continue
+        keys = (provider[name] or {}).get("keys") if isinstance(provider[name], dict) else None
+        if not isinstance(keys, list):
+            raise ValueError(f"{path}.{name}.keys must be a list")
+        for kindex, key in enumerate(keys):
+            key_path = f"{path}.{name}.keys[{kindex}]"
+            if not isinstance(key, dict) or not isinstance(key.get("name"), str) or not isinstance(key.get("secret"), str):
+                raise ValueError(f"{key_path} needs a name and a secret")
+            try:
+                secret = base64.b64decode(key["secret"], validate=True)
+            except (binascii.Error, ValueError):
+                raise ValueError(f"{key_path}.secret is not valid base64") from None
+            if len(secret) not in _KEY_LENGTHS[name]:
+                raise ValueError(f"{key_path}.secret has {len(secret)} bytes; {name} needs {' or '.join(map(str, _KEY_LENGTHS[name]))}")
+            found.setdefault((name, key["name"]), []).append(secret)
+
+
+def decode_value(value: bytes, etcd_key: bytes = b"", keys: Optional[EncryptionKeys] = None) -> Decoded:
+    """Decode one etcd value; ``etcd_key`` is the full key (AES-GCM authenticates it)."""
+    if value.startswith(PROTOBUF_MAGIC):
+        return _decode_protobuf(value)
+    if value.startswith(ENCRYPTED_PREFIX):
+        return _decode_encrypted(value, etcd_key, keys)
+    return _decode_json(value)
+
+
+def _decode_plain(value: bytes) -> Decoded:
+    if value.startswith(PROTOBUF_MAGIC):
+        return _decode_protobuf(value)
+    return _decode_json(value)
+
+
+# --- protobuf -----------------------------------------------------------------------------------
+
+
+def _varint(data: bytes, pos: int) -> Tuple[int, int]:
+    result = shift = 0
+    while True:
+        if pos >= len(data) or shift > 63:
+            raise ValueError("truncated varint")
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(data: bytes):
+    """Yield (field number, wire type, payload) of a protobuf message; only length-delimited payloads are kept."""
+    pos = 0
+    while pos < len(data):
+        tag, pos = _varint(data, pos)
+        number, wire = tag >> 3, tag & 7
+        if wire == 0:
+            _unused, pos = _varint(data, pos)
+            payload = None
+        elif wire == 2:
+            length, pos = _varint(data, pos)
+            if pos + length > len(data):
+                raise ValueError("truncated field")
+            payload, pos = data[pos:pos + length], pos + length
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+            payload = None
+        else:
+            raise ValueError(f"unsupported wire type {wire}")
+        if pos > len(data):
+            raise ValueError("truncated field")
+        yield number, wire, payload
+
+
+_PROTO_CACHE: Dict[bytes, Decoded] = {}
+
+
+def _decode_protobuf(value: bytes) -> Decoded:
+    """Fast path for what the apiserver writes (TypeMeta first, short lengths), cached per distinct TypeMeta;
+    anything else goes through the general field parser."""
+    if len(value) > 7 and value[4] == 0x0A and value[5] < 0x80 and value[6] == 0x0A:
+        type_meta = value[7:6 + value[5]] if 6 + value[5] <= len(value) else b""
+        found = _PROTO_CACHE.get(type_meta)
+        if found is not None:
+            return found
+        decoded = _decode_protobuf_fields(value)
+        if decoded.readable and len(_PROTO_CACHE) < 4096:
+            _PROTO_CACHE[type_meta] = decoded
+        return decoded
+    return _decode_protobuf_fields(value)
+
+
+def _decode_protobuf_fields(value: bytes) -> Decoded:
+    try:
+        type_meta = next((p for n, w, p in _fields(value[len(PROTOBUF_MAGIC):]) if n == 1 and w == 2), None)
+        if type_meta is None:
+            return Decoded(UNDECODABLE, reason="protobuf envelope without TypeMeta")
+        strings = {n: p for n, w, p in _fields(type_meta) if w == 2 and n in (1, 2)}
+        api_version = strings.get(1, b"").decode("utf-8")
+        kind = strings.get(2, b"").decode("utf-8")
+    except (ValueError, UnicodeDecodeError) as error:
+        return Decoded(UNDECODABLE, reason=f"malformed protobuf envelope ({error})")
+    if not api_version or not kind:
+        return Decoded(UNDECODABLE, reason="protobuf TypeMeta without apiVersion or kind")
+    return Decoded(PROTO, api_version, kind)
+
+
+# --- JSON ---------------------------------------------------------------------------------------
+
+
+def _decode_json(value: bytes) -> Decoded:
+    if value[:1] not in (b"{", b" ", b"\n", b"\t", b"\r"):
+        return Decoded(UNDECODABLE, reason="neither a protobuf envelope, JSON nor an encrypted value")
+    try:
+        document = json.loads(value)
+    except (ValueError, UnicodeDecodeError):
+        return Decoded(UNDECODABLE, reason="malformed JSON")
+    if not isinstance(document, dict):
+        return Decoded(UNDECODABLE, reason="JSON value is not an object")
+    api_version, kind = document.get("apiVersion"), document.get("kind")
+    if not isinstance(api_version, str) or not isinstance(kind, str) or not api_version or not kind:
+        return Decoded(UNDECODABLE, reason="JSON object without apiVersion or kind")
+    return Decoded(JSON, api_version, kind)
+
+
+# --- encryption at rest -------------------------------------------------------------------------
+
+
+def _split_encrypted(value: bytes) -> Tuple[str, str, bytes]:
+    """``k8s:enc:<provider>:v1:<name>:`` (KMS v2: ``k8s:enc:kms:v2:<name>:``) -> (provider, name, payload)."""
+    parts = value[len(ENCRYPTED_PREFIX):].split(b":", 3)
+    if len(parts) < 4 or parts[1] not in (b"v1", b"v2") or not parts[0] or not parts[2]:
+        raise ValueError("malformed k8s:enc: prefix")
+    provider = parts[0].decode("ascii")
+    if provider in KMS_PROVIDERS:
+        provider = f"{provider}:{parts[1].decode('ascii')}"
+    return provider, parts[2].decode("utf-8"), parts[3]
+
+
+def _decode_encrypted(value: bytes, etcd_key: bytes, keys: Optional[EncryptionKeys]) -> Decoded:
+    try:
+        provider, name, payload = _split_encrypted(value)
+    except (ValueError, UnicodeDecodeError):
+        return Decoded(UNDECODABLE, reason="malformed k8s:enc: prefix")
+    if provider.startswith("kms:"):
+        return Decoded(ENCRYPTED, provider=provider, key_name=name, reason=f"encrypted by KMS plugin {name}; not decrypted")
+    if provider not in LOCAL_PROVIDERS:
+        return Decoded(ENCRYPTED, provider=provider, key_name=name, reason=f"unknown encryption provider {provider}")
+    candidates = keys.candidates(provider, name) if keys else []
+    if not candidates:
+        return Decoded(ENCRYPTED, provider=provider, key_name=name,
+                       reason=f"no {provider} key named {name} in the EncryptionConfiguration" if keys else "no EncryptionConfiguration given")
+    missing = _missing_library(provider)
+    if missing:
+        return Decoded(ENCRYPTED, provider=provider, key_name=name, reason=f"the Python package {missing} is needed to decrypt {provider}")
+    for secret in candidates:
+        plaintext = _DECRYPTERS[provider](secret, payload, etcd_key)
+        if plaintext is not None:
+            inner = _decode_plain(plaintext)
+            if inner.readable:
+                return Decoded(inner.encoding, inner.api_version, inner.kind, provider, name)
+    return Decoded(ENCRYPTED, provider=provider, key_name=name,
+                   reason=f"the {provider} key named {name} in the EncryptionConfiguration does not decrypt this value")
+
+
+def _missing_library(provider: str) -> Optional[str]:
+    if provider == "secretbox":
+        return None if HAS_NACL else "PyNaCl"
+    return None if HAS_CRYPTOGRAPHY else "cryptography"
+
+
+def _decrypt_aescbc(secret: bytes, payload: bytes, _etcd_key: bytes) -> Optional[bytes]:
+    if len(payload) < 32 or len(payload) % 16:
+        return None
+    decryptor = Cipher(algorithms.AES(secret), modes.CBC(payload[:16])).decryptor()
+    padded = decryptor.update(payload[16:]) + decryptor.finalize()
+    pad = padded[-1]
+    if pad < 1 or pad > 16 or padded[-pad:] != bytes([pad]) * pad:
+        return None
+    return padded[:-pad]
+
+
+def _decrypt_aesgcm(secret: bytes, payload: bytes, etcd_key: bytes) -> Optional[bytes]:
+    """The apiserver authenticates the etcd key (``value.Context.AuthenticatedData``); a value copied
+    from another key does not decrypt, exactly as in the apiserver."""
+    if len(payload) < 12 + 16:
+        return None
+    try:
+        return AESGCM(secret).decrypt(payload[:12], payload[12:], etcd_key or None)
+    except InvalidTag:
+        return None
+
+
+def _decrypt_secretbox(secret: bytes, payload: bytes, _etcd_key: bytes) -> Optional[bytes]:
+    if len(payload) < 24 + 16:
+        return None
+    try:
+        return SecretBox(secret).decrypt(payload[24:], payload[:24])
+    except CryptoError:
+        return None
+
+
+_DECRYPTERS = {"aescbc": _decrypt_aescbc, "aesgcm": _decrypt_aesgcm, "secretbox": _decrypt_secretbox}

@@ -1,0 +1,235 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What an audit found, per resource, folded in one pass over the keys.
+
+``AuditAggregator`` keeps counters per resource and at most ``names_limit`` names per list, so its
+memory grows with the number of resources and stored versions, never with the number of keys.
+Every stored apiVersion is reported with the storage version hash the apiserver would advertise
+for it (``hashing.storage_version_hash``), so results compare directly with discovery and
+StorageState records. A value that cannot be read (garbage, or encrypted with a key we were not
+given) is counted as unreadable: it is never assumed to be in any version.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Set
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys
+
+IDENTITY = "identity"
+
+
+def version_of(api_version: str) -> str:
+    """``apps/v1`` -> ``v1``; ``v1`` -> ``v1``."""
+    return api_version.rpartition("/")[2]
+
+
+def group_of(api_version: str) -> str:
+    return api_version.rpartition("/")[0]
+
+
+@dataclass
+class AuditOptions:
+    """``readable``: resource name -> versions a target can decode (``v1`` or ``apps/v1``); resources
+    absent from it are not judged. ``resources``: only these (kubectl-style names); None = all.
+    ``names_limit``: names kept per list; a negative value keeps every name."""
+
+    names_limit: int = 20
+    readable: Optional[Dict[str, Set[str]]] = None
+    resources: Optional[Set[str]] = None
+
+    def wanted(self, resource_name: str) -> bool:
+        return self.resources is None or resource_name in self.resources
+
+    def readable_for(self, resource_name: str) -> Optional[Set[str]]:
+        if self.readable is None:
+            return None
+        found = self.readable.get(resource_name)
+        return None if found is None else {version_of(v) for v in found}
+
+
+class _Names:
+    """A count and the first ``limit`` names (all of them when ``limit`` < 0)."""
+
+    __slots__ = ("count", "names", "limit")
+
+    def __init__(self, limit: int):
+        self.count = 0
+        self.names: List[str] = []
+        self.limit = limit
+
+    def add(self, name: str) -> None:
+        self.count += 1
+        if self.limit < 0 or len(self.names) < self.limit:
+            self.names.append(name)
+
+
+@dataclass
+class ResourceTally:
+    group: str
+    resource: str
+    readable: Optional[Set[str]]
+    names_limit: int
+    objects: int = 0
+    versions: Dict[str, List] = field(default_factory=dict)  # apiVersion -> [count, kind]
+    encryption: Dict[str, int] = field(default_factory=dict)
+    unreadable_reasons: Dict[str, int] = field(default_factory=dict)
+    unreadable: _Names = None
+    not_readable: _Names = None
+
+    def __post_init__(self):
+        self.unreadable = _Names(self.names_limit)
+        self.not_readable = _Names(self.names_limit)
+
+    def add(self, namespace: Optional[str], name: str, decoded: envelope.Decoded) -> None:
+        self.objects += 1
+        where = f"{decoded.provider}:{decoded.key_name}" if decoded.provider else IDENTITY
+        self.encryption[where] = self.encryption.get(where, 0) + 1
+        if not decoded.readable:
+            self.unreadable.add(f"{namespace}/{name}" if namespace else name)
+            reason = decoded.reason or "unreadable"
+            self.unreadable_reasons[reason] = self.unreadable_reasons.get(reason, 0) + 1
+            return
+        entry = self.versions.get(decoded.api_version)
+        if entry is None:
+            self.versions[decoded.api_version] = [1, decoded.kind]
+        else:
+            entry[0] += 1
+        if self.readable is not None and version_of(decoded.api_version) not in self.readable:
+            self.not_readable.add(f"{namespace}/{name}" if namespace else name)
+
+    def result(self) -> dict:
+        versions = [
+            {"api_version": api_version, "kind": kind, "count": count,
+             "hash": hashing.storage_version_hash(group_of(api_version), version_of(api_version), kind)}
+            for api_version, (count, kind) in sorted(self.versions.items())
+        ]
+        judged = self.readable is not None
+        return {
+            "group": self.group,
+            "resource": self.resource,
+            "objects": self.objects,
+            "versions": versions,
+            "hashes": sorted({v["hash"] for v in versions}),
+            "encryption": dict(sorted(self.encryption.items())),
+            "unreadable": self.unreadable.count,
+            "unreadable_names": list(self.unreadable.names),
+            "unreadable_reasons": dict(sorted(self.unreadable_reasons.items())),
+            "judged": judged,
+            "readable_versions": sorted(self.readable) if judged else None,
+            "not_readable": self.not_readable.count if judged else None,
+            "not_readable_names": list(self.not_readable.names) if judged else [],
+            "summary": self.summary(versions),
+        }
+
+    def summary(self, versions: List[dict]) -> str:
+        name = f"{self.resource}.{self.group}" if self.group else self.resource
+        stored = ", ".join(f"{v['count']} {v['api_version']}" for v in versions) or "none readable"
+        line = f"{name}: {self.objects} objects ({stored})"
+        if self.unreadable.count:
+            line += f", {self.unreadable.count} unreadable"
+        if self.readable is not None:
+            line += f", {self.not_readable.count} in a version the target cannot decode"
+        return line
+
+
+class AuditAggregator:
+    """Fold (key, decoded value) pairs into per-resource results without keeping the keys."""
+
+    def __init__(self, options: AuditOptions):
+        self.options = options
+        self.keys_scanned = 0
+        self.tallies: Dict[str, ResourceTally] = {}
+        self.internal: Dict[str, int] = {}
+        self.outside = _Names(options.names_limit)
+        self.filtered_out = 0
+
+    def add(self, key_text: str, info: keys.KeyInfo, decoded_value) -> None:
+        """``decoded_value`` is a ``Decoded`` or a callable returning one (so filtered keys cost no decoding)."""
+        self.keys_scanned += 1
+        if info.kind == keys.INTERNAL:
+            self.internal[info.what] = self.internal.get(info.what, 0) + 1
+            return
+        if info.kind == keys.OUTSIDE:
+            self.outside.add(key_text)
+            return
+        name = info.resource_name
+        if not self.options.wanted(name):
+            self.filtered_out += 1
+            return
+        tally = self.tallies.get(name)
+        if tally is None:
+            tally = ResourceTally(info.group, info.resource, self.options.readable_for(name), self.options.names_limit)
+            self.tallies[name] = tally
+        decoded = decoded_value() if callable(decoded_value) else decoded_value
+        tally.add(info.namespace, info.name, decoded)
+
+    def result(self) -> dict:
+        resources = {name: tally.result() for name, tally in sorted(self.tallies.items())}
+        objects = sum(r["objects"] for r in resources.values())
+        unreadable = sum(r["unreadable"] for r in resources.values())
+        judged = [r for r in resources.values() if r["judged"]]
+        not_readable = sum(r["not_readable"] for r in judged)
+        summary = (f"{self.keys_scanned} keys: {objects} objects of {len(resources)} resources, "
+                   f"{unreadable} unreadable, {self.outside.count} outside the key layout")
+        if self.options.readable is not None:
+            summary += f"; {not_readable} objects in {sum(1 for r in judged if r['not_readable'])} resources the target cannot decode"
+        return {
+            "keys_scanned": self.keys_scanned,
+            "objects": objects,
+            "resources": resources,
+            "unreadable": unreadable,
+            "not_readable": not_readable if self.options.readable is not None else None,
+            "internal_keys": dict(sorted(self.internal.items())),
+            "outside_layout": self.outside.count,
+            "outside_layout_keys": list(self.outside.names),
+            "filtered_out": self.filtered_out,
+            "summary": summary,
+        }
+
+
+# --- helpers other capabilities use ---------------------------------------------------------------
+
+
+def _audit_entry(audit_result: dict, resource: str) -> Optional[dict]:
+    found = (audit_result.get("resources") or {})
+    return found.get(resource) or found.get(keys.SHARED_STORAGE.get(resource, ""))
+
+
+def records_from_audit(audit_result: dict, current_hashes: Dict[str, str]) -> Dict[str, List[str]]:
+    """Persisted storage version hashes per resource, measured: exactly the hashes found in etcd.
+
+    ``[current]`` when nothing is stored or only the current version is; ``Unknown`` is added when a
+    stored value could not be read (fail closed: its version is not established).
+    """
+    records = {}
+    for resource, current in current_hashes.items():
+        entry = _audit_entry(audit_result, resource)
+        if not entry or not entry.get("objects"):
+            records[resource] = [current]
+            continue
+        found = set(entry.get("hashes") or [])
+        if entry.get("unreadable"):
+            found.add(hashing.UNKNOWN)
+        others = sorted(found - {current})
+        records[resource] = others + [current] if current in found else others
+        if not records[resource]:
+            records[resource] = [current]
+    return records
+
+
+def objects_from_audit(audit_result: dict) -> Dict[str, List[str]]:
+    """Names (``namespace/name`` or ``name``) of the objects each resource stores in a version the audit's
+    target cannot decode: what an object-level migration rewrites. Complete only when the audit ran with
+    ``names_limit: -1``; ``truncated_from_audit`` tells."""
+    return {name: list(entry.get("not_readable_names") or [])
+            for name, entry in (audit_result.get("resources") or {}).items()
+            if entry.get("not_readable")}
+
+
+def truncated_from_audit(audit_result: dict) -> List[str]:
+    """Resources whose name lists were cut at ``names_limit`` (object-level work must not trust them)."""
+    return sorted(name for name, entry in (audit_result.get("resources") or {}).items()
+                  if (entry.get("not_readable") or 0) > len(entry.get("not_readable_names") or [])
+                  or (entry.get("unreadable") or 0) > len(entry.get("unreadable_names") or []))

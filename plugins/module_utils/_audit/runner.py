@@ -1,0 +1,165 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What ``storage_version_audit`` calls: validate every option, scan etcd once, fold, report."""
+
+from __future__ import annotations
+
+import datetime
+import os
+from dataclasses import dataclass
+from typing import Callable, Dict, Optional, Set
+from urllib.parse import urlsplit
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys, model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+
+try:
+    import yaml
+
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
+    HAS_YAML = False
+
+MAX_PAGE_SIZE = 10000
+
+
+@dataclass
+class AuditRequest:
+    settings: EtcdSettings
+    scan: ScanOptions
+    options: model.AuditOptions
+    encryption_keys: Optional[envelope.EncryptionKeys]
+
+
+def _check_endpoints(endpoints) -> list:
+    if not endpoints:
+        raise ConfigurationError("etcd_endpoints is empty: give etcd's client URL, e.g. https://10.0.0.11:2379 (kubeadm)")
+    cleaned = []
+    for url in endpoints:
+        parts = urlsplit(str(url).strip())
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/"):
+            raise ConfigurationError(f"etcd_endpoints: {url!r} is not an etcd client URL like https://10.0.0.11:2379")
+        cleaned.append(f"{parts.scheme}://{parts.netloc}")
+    return cleaned
+
+
+def _check_file(option: str, path: Optional[str]) -> Optional[str]:
+    if path is None:
+        return None
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise ConfigurationError(f"{option}: {path} does not exist or is not a readable file")
+    return path
+
+
+def _settings(params: dict) -> EtcdSettings:
+    endpoints = _check_endpoints(params.get("etcd_endpoints"))
+    settings = EtcdSettings(endpoints=endpoints, validate_certs=params.get("etcd_validate_certs", True),
+                            ca_cert=_check_file("etcd_ca_cert", params.get("etcd_ca_cert")),
+                            client_cert=_check_file("etcd_client_cert", params.get("etcd_client_cert")),
+                            client_key=_check_file("etcd_client_key", params.get("etcd_client_key")),
+                            timeout=float(30.0 if params.get("etcd_request_timeout") is None else params["etcd_request_timeout"]))
+    if bool(settings.client_cert) != bool(settings.client_key):
+        raise ConfigurationError("etcd_client_cert and etcd_client_key must be given together")
+    if settings.timeout <= 0:
+        raise ConfigurationError("etcd_request_timeout must be a positive number of seconds")
+    return settings
+
+
+def _scan_options(params: dict) -> ScanOptions:
+    page_size = 500 if params.get("page_size") is None else params["page_size"]
+    if not 1 <= page_size <= MAX_PAGE_SIZE:
+        raise ConfigurationError(f"page_size must be between 1 and {MAX_PAGE_SIZE}, got {page_size}")
+    rate = float(params.get("pages_per_second") or 0)
+    if rate < 0:
+        raise ConfigurationError("pages_per_second must be 0 (no throttle) or a positive number")
+    prefix = params.get("etcd_prefix") or "/registry"
+    if not prefix.strip("/"):
+        raise ConfigurationError("etcd_prefix must name the apiserver's prefix (kube-apiserver --etcd-prefix, default /registry), not /")
+    return ScanOptions(prefix=keys.normalize_prefix(prefix), page_size=page_size, pages_per_second=rate)
+
+
+def _readable(params: dict) -> Optional[Dict[str, Set[str]]]:
+    readable = None
+    release = params.get("target_release")
+    if release:
+        profile = load_profiles(params.get("profiles_file"), params.get("profiles")).get(release)
+        readable = {name: entry.readable_versions() for name, entry in profile.resources.items()}
+    given = params.get("readable_versions")
+    if given is not None:
+        if not isinstance(given, dict):
+            raise ConfigurationError("readable_versions must map resource names to version lists, e.g. {widgets.example.com: [v1]}")
+        readable = dict(readable or {})
+        for name, versions in given.items():
+            if isinstance(versions, str) or not isinstance(versions, list) or not all(isinstance(v, str) and v for v in versions):
+                raise ConfigurationError(f"readable_versions[{name}] must be a list of versions such as [v1beta1, v1]")
+            readable[str(name)] = set(versions)
+    return readable
+
+
+def _encryption_keys(path: Optional[str]) -> Optional[envelope.EncryptionKeys]:
+    if not _check_file("encryption_config", path):
+        return None
+    if not HAS_YAML:
+        raise ConfigurationError("the Python package PyYAML is required to read encryption_config")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = yaml.safe_load(handle)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as error:
+        raise ConfigurationError(f"encryption_config: {path} is not a readable YAML file ({type(error).__name__})") from None
+    try:
+        return envelope.keys_from_encryption_config(document)
+    except ValueError as error:
+        raise ConfigurationError(f"encryption_config: {path}: {error} (the kube-apiserver's --encryption-provider-config file)") from None
+
+
+def build_request(params: dict) -> AuditRequest:
+    """Every option checked before any request; one ConfigurationError naming the option otherwise."""
+    names_limit = 20 if params.get("names_limit") is None else params["names_limit"]
+    if names_limit < -1:
+        raise ConfigurationError("names_limit must be -1 (every name), 0 (none) or a positive number")
+    resources = params.get("resources") or None
+    options = model.AuditOptions(names_limit=names_limit, readable=_readable(params),
+                                 resources=set(resources) if resources else None)
+    return AuditRequest(_settings(params), _scan_options(params), options, _encryption_keys(params.get("encryption_config")))
+
+
+def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:
+    """Scan once and fold; the reader is injectable for tests."""
+    reader = reader_factory(request.settings)
+    aggregator = model.AuditAggregator(request.options)
+    measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    prefix = request.scan.prefix
+    for key, value in reader.scan(request.scan):
+        key_text = key.decode("utf-8", "replace")
+        aggregator.add(key_text, keys.classify_key(key_text, prefix),
+                       lambda v=value, k=key: envelope.decode_value(v, k, request.encryption_keys))
+    if aggregator.keys_scanned == 0:
+        raise EtcdError(f"etcd at {reader.endpoint} has no key under {prefix}: nothing was audited, so nothing is known about "
+                        "what is stored; check etcd_prefix (kube-apiserver --etcd-prefix) and etcd_endpoints",
+                        details={"endpoint": reader.endpoint, "prefix": prefix})
+    result = aggregator.result()
+    result.update(endpoint=reader.endpoint, revision=reader.revision, pages=reader.pages, prefix=prefix, measured_at=measured_at)
+    return result
+
+
+def warnings_for(result: dict) -> list:
+    """What the operator must see even when the task succeeds."""
+    found = []
+    if result["outside_layout"]:
+        found.append(f"{result['outside_layout']} keys under {result['prefix']} are outside the apiserver's key layout and were "
+                     f"not counted for any resource (first: {', '.join(result['outside_layout_keys'][:3])})")
+    for name, entry in result["resources"].items():
+        if entry["unreadable"]:
+            reasons = "; ".join(f"{count}: {reason}" for reason, count in entry["unreadable_reasons"].items())
+            found.append(f"{name}: {entry['unreadable']} stored values could not be read ({reasons}); their version is unknown")
+    return found
+
+
+def run(kum, reader_factory=EtcdReader, warn: Optional[Callable[[str], None]] = None) -> dict:
+    """Entry point of the module: ``kum`` is the KubeUpgradeModule."""
+    request = build_request(kum.params)
+    result = audit(request, reader_factory)
+    for message in warnings_for(result):
+        (warn or kum.warn)(message)
+    return dict(changed=False, **result)

@@ -1,0 +1,275 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read what every object in etcd is really stored as."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: storage_version_audit
+short_description: Report the API version every object in etcd is really stored in
+description:
+  - Reads every key under the kube-apiserver's etcd prefix with paged, read-only range requests and decodes, per value,
+    the apiVersion and kind it is stored as (the C(k8s\x00) protobuf envelope, JSON, or a value encrypted at rest).
+  - Reports, per resource, the number of objects, the count per stored apiVersion with the storage version hash the
+    apiserver advertises for it, the count per encryption provider and key, and with O(target_release) or
+    O(readable_versions) the names of the objects a target apiserver could not decode.
+  - This is measured fact, where StorageState records can only say C(Unknown) before a full migration has run. Feed
+    the result to C(storage_state), C(storage_version_check) and C(storage_migration).
+  - Values that cannot be read (garbage, or encrypted with a key that was not given) are counted as unreadable, never
+    as stored in any version. Keys that fit no resource of the apiserver's key layout are reported, not guessed.
+author: kubeupgrade.storage maintainers (@kubeupgrade)
+options:
+  etcd_endpoints:
+    description:
+      - etcd client URLs, tried in order until one answers; the whole scan then reads that one.
+      - On kubeadm clusters, C(https://<control-plane node address>:2379).
+    type: list
+    elements: str
+    required: true
+  etcd_ca_cert:
+    description:
+      - CA certificate that signed etcd's serving certificate. kubeadm C(/etc/kubernetes/pki/etcd/ca.crt).
+    type: path
+  etcd_client_cert:
+    description:
+      - Client certificate etcd accepts. kubeadm C(/etc/kubernetes/pki/apiserver-etcd-client.crt) (the apiserver's own).
+    type: path
+  etcd_client_key:
+    description:
+      - Key of O(etcd_client_cert). kubeadm C(/etc/kubernetes/pki/apiserver-etcd-client.key).
+    type: path
+  etcd_validate_certs:
+    description:
+      - Verify etcd's TLS certificate against O(etcd_ca_cert) (or the system CAs). Turn off only for tests.
+    type: bool
+    default: true
+  etcd_request_timeout:
+    description:
+      - Seconds to wait for each page.
+    type: float
+    default: 30
+  etcd_prefix:
+    description:
+      - The kube-apiserver's C(--etcd-prefix). C(/registry) and C(/registry/) read the same keys.
+    type: str
+    default: /registry
+  page_size:
+    description:
+      - Keys per range request (1 to 10000). Smaller pages keep each response, and etcd's work per request, small.
+    type: int
+    default: 500
+  pages_per_second:
+    description:
+      - Throttle, in range requests per second; C(0) reads as fast as etcd answers.
+    type: float
+    default: 10
+  encryption_config:
+    description:
+      - The kube-apiserver's C(--encryption-provider-config) file (an EncryptionConfiguration), to decrypt values
+        encrypted at rest with aescbc, aesgcm or secretbox locally and read their apiVersion.
+      - Without it, encrypted values are counted per provider and key name, as unreadable.
+    type: path
+  resources:
+    description:
+      - Only these resources (kubectl-style names such as C(deployments.apps), C(pods), C(widgets.example.com)).
+        Default all. Other keys are still read (one range scan) but not decoded.
+    type: list
+    elements: str
+  target_release:
+    description:
+      - A Kubernetes release (C(1.33)) whose apiserver must decode what is stored; the objects it could not decode are
+        counted and named per resource. Custom resources are judged only with O(readable_versions).
+    type: str
+  readable_versions:
+    description:
+      - Versions a target can decode, per resource (a mapping such as C(widgets.example.com) to C([v1])); adds to and overrides
+        O(target_release). With each resource's current storage version, it lists the objects a migration must rewrite.
+    type: dict
+  profiles_file:
+    description:
+      - YAML or JSON file adding or overriding release profiles for O(target_release).
+    type: path
+  profiles:
+    description:
+      - The same structure as O(profiles_file), inline.
+    type: dict
+  names_limit:
+    description:
+      - How many object names each list returns; C(-1) returns every name (for an object-level migration), C(0) none.
+    type: int
+    default: 20
+extends_documentation_fragment:
+  - kubeupgrade.storage.attributes.read_only
+attributes:
+  action_group:
+    description: Use C(group/kubeupgrade.storage.etcd) in C(module_defaults) to set the etcd connection options once.
+    support: full
+    membership: [kubeupgrade.storage.etcd]
+notes:
+  - Safe on a live cluster. It sends only range requests (C(POST /v3/kv/range)) of at most O(page_size) keys, pinned
+    to the revision of the first page so the scan is one consistent snapshot that never blocks writers, at most
+    O(pages_per_second) per second. It never writes to etcd.
+  - It needs read access to etcd, which on kubeadm clusters means running on a control-plane node (or with a copy of
+    the apiserver's etcd client certificate). Managed clusters give no etcd access; use a migration and StorageState
+    records there.
+  - Encryption keys from O(encryption_config) stay in the module's memory to decrypt locally; they, values and
+    decrypted contents are never logged or returned. KMS v1/v2 values are reported by plugin name, never decrypted.
+  - etcd is read through its JSON gateway with urllib3, which the collection already uses, rather than a gRPC client
+    or C(etcd3gw), because one request type is needed and etcd 3.4 and later serve it on the client port.
+  - Decrypting secretbox values needs the Python package PyNaCl; aescbc and aesgcm need cryptography.
+seealso:
+  - module: kubeupgrade.storage.storage_state
+  - module: kubeupgrade.storage.storage_version_check
+  - module: kubeupgrade.storage.storage_migration
+"""
+
+EXAMPLES = r"""
+- name: Audit etcd from the first kubeadm control-plane node
+  kubeupgrade.storage.storage_version_audit:
+    etcd_endpoints: ["https://127.0.0.1:2379"]
+    etcd_ca_cert: /etc/kubernetes/pki/etcd/ca.crt
+    etcd_client_cert: /etc/kubernetes/pki/apiserver-etcd-client.crt
+    etcd_client_key: /etc/kubernetes/pki/apiserver-etcd-client.key
+    target_release: "1.33"
+    readable_versions:
+      widgets.example.com: [v1]
+  become: true
+  register: audit
+
+- name: Show what a 1.33 apiserver could not decode
+  ansible.builtin.debug:
+    msg: "{{ audit.resources | dict2items | selectattr('value.not_readable') | map(attribute='value.summary') | list }}"
+
+- name: Decrypt secrets encrypted at rest, gently
+  kubeupgrade.storage.storage_version_audit:
+    etcd_endpoints: ["https://10.0.0.11:2379", "https://10.0.0.12:2379"]
+    etcd_ca_cert: /etc/kubernetes/pki/etcd/ca.crt
+    etcd_client_cert: /etc/kubernetes/pki/apiserver-etcd-client.crt
+    etcd_client_key: /etc/kubernetes/pki/apiserver-etcd-client.key
+    encryption_config: /etc/kubernetes/enc/encryption-config.yaml
+    resources: [secrets]
+    page_size: 200
+    pages_per_second: 5
+  become: true
+"""
+
+RETURN = r"""
+summary:
+  description: One line over the whole scan.
+  returned: success
+  type: str
+  sample: "269 keys: 267 objects of 18 resources, 0 unreadable, 0 outside the key layout"
+resources:
+  description:
+    - Per resource (kubectl-style name), what is stored. C(versions) lists each stored apiVersion with its kind, count
+      and storage version hash; C(hashes) those hashes; C(encryption) counts per C(identity) or C(<provider>:<key name>);
+      C(unreadable), C(unreadable_names) and C(unreadable_reasons) the values that could not be read; C(judged) whether
+      readable versions were known for it; then C(readable_versions), C(not_readable) and C(not_readable_names).
+  returned: success
+  type: dict
+  sample:
+    widgets.example.com:
+      group: example.com
+      resource: widgets
+      objects: 55
+      versions:
+        - {api_version: example.com/v1, kind: Widget, count: 5, hash: "gIwvi5rymmg="}
+        - {api_version: example.com/v1alpha1, kind: Widget, count: 50, hash: "aXSEt3iQTdQ="}
+      hashes: ["aXSEt3iQTdQ=", "gIwvi5rymmg="]
+      encryption: {identity: 55}
+      unreadable: 0
+      unreadable_names: []
+      unreadable_reasons: {}
+      judged: true
+      readable_versions: [v1]
+      not_readable: 50
+      not_readable_names: [scen-a/w-00, scen-a/w-01]
+      summary: "widgets.example.com: 55 objects (5 example.com/v1, 50 example.com/v1alpha1), 50 in a version the target cannot decode"
+keys_scanned:
+  description: Keys read under the prefix.
+  returned: success
+  type: int
+objects:
+  description: Keys that are objects of a resource (before the O(resources) filter).
+  returned: success
+  type: int
+unreadable:
+  description: Values that could not be read, over all resources.
+  returned: success
+  type: int
+not_readable:
+  description: Objects the target cannot decode, over the judged resources; null without a target.
+  returned: success
+  type: int
+internal_keys:
+  description: Counts of the apiserver's own bookkeeping keys (service IP and node port ranges, master leases).
+  returned: success
+  type: dict
+outside_layout:
+  description: Keys that fit no resource of the apiserver's key layout.
+  returned: success
+  type: int
+outside_layout_keys:
+  description: The first O(names_limit) of those keys.
+  returned: success
+  type: list
+  elements: str
+filtered_out:
+  description: Object keys skipped by O(resources).
+  returned: success
+  type: int
+endpoint:
+  description: The etcd endpoint that was read.
+  returned: success
+  type: str
+measured_at:
+  description: When the scan started (UTC); records made from the audit say when they were measured.
+  returned: success
+  type: str
+  sample: "2026-01-01T00:00:00Z"
+revision:
+  description: The etcd revision the whole scan read (one snapshot).
+  returned: success
+  type: int
+pages:
+  description: Range requests made.
+  returned: success
+  type: int
+prefix:
+  description: The key prefix scanned.
+  returned: success
+  type: str
+  sample: /registry/
+"""
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
+
+
+def argument_spec() -> dict:
+    return dict(
+        etcd_endpoints=dict(type="list", elements="str", required=True),
+        etcd_ca_cert=dict(type="path"),
+        etcd_client_cert=dict(type="path"),
+        etcd_client_key=dict(type="path", no_log=False),
+        etcd_validate_certs=dict(type="bool", default=True),
+        etcd_request_timeout=dict(type="float", default=30),
+        etcd_prefix=dict(type="str", default="/registry"),
+        page_size=dict(type="int", default=500),
+        pages_per_second=dict(type="float", default=10),
+        encryption_config=dict(type="path"),
+        resources=dict(type="list", elements="str"),
+        target_release=dict(type="str"),
+        readable_versions=dict(type="dict"),
+        profiles_file=dict(type="path"),
+        profiles=dict(type="dict"),
+        names_limit=dict(type="int", default=20),
+    )
+
+
+def main() -> None:
+    KubeUpgradeModule(argument_spec(), connection=False, supports_check_mode=True).run(runner.run)
+
+
+if __name__ == "__main__":
+    main()

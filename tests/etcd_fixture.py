@@ -1,0 +1,210 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""A real etcd (Debian's etcd-server) on loopback for tests and benchmarks: plain, or TLS with client certificates.
+
+``scripts/setup-etcd.sh`` installs it. When ``etcd`` is missing the fixtures fail in CI (``CI=true``) and
+skip locally, with the reason either way. A test module defines its fixtures with ``serve``::
+
+    @pytest.fixture
+    def etcd_tls(tmp_path):
+        yield from etcd_fixture.serve(tmp_path, tls=True)
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import ipaddress
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+MISSING = ("etcd is not installed: run 'bash scripts/setup-etcd.sh' as root (installs Debian's etcd-server and "
+           "etcd-client), or install etcd 3.4+ so that 'etcd' is on PATH")
+
+
+def require_etcd() -> str:
+    path = shutil.which("etcd")
+    if path:
+        return path
+    if os.environ.get("CI") == "true":
+        pytest.fail(MISSING, pytrace=False)
+    pytest.skip(MISSING)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _name(common_name):
+    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+
+
+def _write(path, data, mode=0o644):
+    with open(path, "wb") as handle:
+        handle.write(data)
+    os.chmod(path, mode)
+    return path
+
+
+class Pki:
+    """A CA, etcd's serving certificate (127.0.0.1), a client certificate, and an unrelated CA."""
+
+    def __init__(self, directory):
+        os.makedirs(directory, exist_ok=True)
+        self.directory = directory
+        now = datetime.datetime.now(datetime.timezone.utc)
+        self._valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=7))
+        ca_key, ca_cert = self._ca("etcd-ca")
+        self.ca_cert = _write(os.path.join(directory, "ca.crt"), ca_cert.public_bytes(serialization.Encoding.PEM))
+        # etcd's JSON gateway dials its own gRPC port with the serving certificate, so (as kubeadm's etcd
+        # server certificate does) it must allow client authentication too
+        self.server_cert, self.server_key = self._leaf("server", ca_key, ca_cert,
+                                                       [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH])
+        self.client_cert, self.client_key = self._leaf("client", ca_key, ca_cert, [ExtendedKeyUsageOID.CLIENT_AUTH])
+        _other_key, other = self._ca("unrelated-ca")
+        self.other_ca_cert = _write(os.path.join(directory, "other-ca.crt"), other.public_bytes(serialization.Encoding.PEM))
+
+    def _ca(self, name):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name)).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(self._valid[0]).not_valid_after(self._valid[1])
+                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                                             key_encipherment=False, data_encipherment=False, key_agreement=False,
+                                             encipher_only=False, decipher_only=False), critical=True)
+                .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+                .sign(key, hashes.SHA256()))
+        return key, cert
+
+    def _leaf(self, name, ca_key, ca_cert, usage):
+        key = ec.generate_private_key(ec.SECP256R1())
+        san = x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+        cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(self._valid[0]).not_valid_after(self._valid[1])
+                .add_extension(san, critical=False).add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+                .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        cert_path = _write(os.path.join(self.directory, f"{name}.crt"), cert.public_bytes(serialization.Encoding.PEM))
+        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+        return cert_path, _write(os.path.join(self.directory, f"{name}.key"), key_pem, 0o600)
+
+
+class EtcdServer:
+    """One etcd member in ``workdir``; ``url`` is its client URL. ``tls=True`` requires client certificates."""
+
+    def __init__(self, workdir, tls=False):
+        self.workdir = str(workdir)
+        os.makedirs(self.workdir, exist_ok=True)
+        self.tls = tls
+        self.pki = Pki(os.path.join(self.workdir, "pki")) if tls else None
+        self.port = free_port()
+        self.peer_port = free_port()
+        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
+        self.process = None
+        self._log = None
+
+    def command(self, binary):
+        peer = f"http://127.0.0.1:{self.peer_port}"
+        cmd = [binary, "--name", "audit-test", "--data-dir", os.path.join(self.workdir, "data"),
+               "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+               "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+               "--initial-cluster", f"audit-test={peer}", "--log-level", "error", "--logger", "zap"]
+        if self.tls:
+            cmd += ["--cert-file", self.pki.server_cert, "--key-file", self.pki.server_key,
+                    "--client-cert-auth", "--trusted-ca-file", self.pki.ca_cert]
+        return cmd
+
+    def start(self, timeout=30.0):
+        binary = require_etcd()
+        self._log = open(os.path.join(self.workdir, "etcd.log"), "ab")
+        self.process = subprocess.Popen(self.command(binary), stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"etcd exited with {self.process.returncode}; see {self._log.name}")
+            try:
+                if json.loads(self._request("GET", "/health")).get("health") == "true":
+                    return self
+            except (OSError, ValueError):
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"etcd did not become healthy in {timeout}s; see {self._log.name}")
+            time.sleep(0.05)
+
+    def stop(self):
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def _context(self):
+        if not self.tls:
+            return None
+        import ssl
+
+        context = ssl.create_default_context(cafile=self.pki.ca_cert)
+        context.load_cert_chain(self.pki.client_cert, self.pki.client_key)
+        return context
+
+    def _request(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(self.url + path, data=data, method=method, headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=10, context=self._context()) as response:
+            return response.read()
+
+    def put(self, key, value: bytes):
+        key = key.encode() if isinstance(key, str) else key
+        self._request("POST", "/v3/kv/put", {"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode()})
+
+    def put_many(self, items, batch=128):
+        """Write (key, value) pairs in transactions of ``batch`` puts (etcd's default limit is 128 operations)."""
+        ops = []
+        for key, value in items:
+            key = key.encode() if isinstance(key, str) else key
+            ops.append({"request_put": {"key": base64.b64encode(key).decode(), "value": base64.b64encode(value).decode()}})
+            if len(ops) == batch:
+                self._request("POST", "/v3/kv/txn", {"success": ops})
+                ops = []
+        if ops:
+            self._request("POST", "/v3/kv/txn", {"success": ops})
+
+    def etcdctl_env(self):
+        env = dict(os.environ, ETCDCTL_API="3", ETCDCTL_ENDPOINTS=self.url)
+        if self.tls:
+            env.update(ETCDCTL_CACERT=self.pki.ca_cert, ETCDCTL_CERT=self.pki.client_cert, ETCDCTL_KEY=self.pki.client_key)
+        return env
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def serve(directory, tls=False):
+    """Generator body of an etcd fixture: fail (CI) or skip when etcd is missing, else start, yield, stop."""
+    require_etcd()
+    with EtcdServer(os.path.join(str(directory), "etcd-tls" if tls else "etcd-plain"), tls=tls) as server:
+        yield server
