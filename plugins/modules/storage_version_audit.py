@@ -242,8 +242,8 @@ prefix:
   sample: /registry/
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 
 def argument_spec() -> dict:

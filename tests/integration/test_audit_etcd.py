@@ -15,11 +15,11 @@ from etcd_fixture import free_port
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "plugins" / "module_utils" / "audit"))
 
-from audit_values import aescbc, aesgcm, encryption_config, json_value, protobuf_value, secretbox  # noqa: E402
+from audit_values import aescbc, aesgcm, encryption_config, json_value, protobuf_value, secretbox
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
 
 LISTING = Path(__file__).resolve().parents[1] / "fixtures" / "real-etcd-keys" / "keys-1.32.6.tsv"
 

@@ -65,7 +65,8 @@ def test_encrypted_values_decrypt_locally(name, build, provider, key_name, plain
     (kms("v1", "vault"), KEYS, "KMS plugin vault"),
     (kms("v2", "vault"), KEYS, "KMS plugin vault"),
     (b"k8s:enc:rot13:v1:k:xyz", KEYS, "unknown encryption provider"),
-])
+], ids=["aescbc-other-secret", "aesgcm-other-secret", "secretbox-other-secret", "aesgcm-other-key", "aescbc-rotated",
+        "no-config", "kms-v1", "kms-v2", "unknown-provider"])
 def test_encrypted_values_not_decrypted_are_reported(value, keys, reason_part):
     decoded = envelope.decode_value(value, KEY, keys)
     assert decoded.encoding == "encrypted" and not decoded.readable and decoded.api_version is None
