@@ -97,11 +97,12 @@ def bare_loop(state, concurrency):
 
 
 def migrator(state, concurrency, _method):
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import client as client_mod
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import client as client_mod
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mc
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
-    settings = client_mod.ConnectionSettings.from_params({"host": state["endpoint"], "api_key": state["token"],
+    settings = ConnectionSettings.from_params({"host": state["endpoint"], "api_key": state["token"],
                                                           "ca_cert": state["ca_file"]})
     api = client_mod.ApiClient(settings, maxsize=concurrency + 2)
 

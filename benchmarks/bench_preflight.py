@@ -15,9 +15,12 @@ sys.path.insert(0, os.path.join(HERE, "..", "collections"))
 
 from apisim.harness import ControlPlane  # noqa: E402
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery, verdicts  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.client import ApiClient, ConnectionSettings  # noqa: E402
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import Target  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery  # noqa: E402
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe  # noqa: E402
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles  # noqa: E402
 
 CRDS = 100
@@ -39,7 +42,7 @@ def preflight(plane, profiles):
     front = ApiClient(ConnectionSettings.from_params({"kubeconfig": plane.kubeconfig}))
     clients = [front.for_endpoint(url) for url in plane.endpoints]
     observation = observe(clients, profiles, include=("crds", "storage_states", "storage_versions"), cluster_client=front)
-    judgement = verdicts.judge(observation, verdicts.Target(release=profiles.get("1.37")), profiles)
+    judgement = judge(observation, Target(release=profiles.get("1.37")), profiles)
     return observation, judgement
 
 
@@ -74,7 +77,7 @@ def main():
             times.append(time.perf_counter() - start)
             requests = per_endpoint(plane.admin.stats())
             start = time.perf_counter()
-            verdicts.judge(observation, verdicts.Target(release=profiles.get("1.37")), profiles)
+            judge(observation, Target(release=profiles.get("1.37")), profiles)
             judge_times.append(time.perf_counter() - start)
         naive_times, naive_requests = [], None
         for _unused in range(ROUNDS):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.discovery import sort_versions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.discovery import sort_versions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 

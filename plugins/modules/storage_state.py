@@ -124,10 +124,10 @@ diff:
   sample: {"before": {"deployments.apps": null}, "after": {"deployments.apps": {"status": {}}}}
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import records, storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records, storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 

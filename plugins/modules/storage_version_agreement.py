@@ -102,7 +102,7 @@ unreachable_endpoints:
   sample: []
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import agree
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import wait as agree
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_at_least
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule

@@ -140,7 +140,7 @@ candidates:
 """
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.discovery import sort_versions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.discovery import sort_versions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 

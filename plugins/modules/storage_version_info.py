@@ -167,10 +167,10 @@ identity_leases:
             "renew_time": "2026-11-21T14:19:31.852662Z"}]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.agree import compare_endpoints, resource_table
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import compare_endpoints, resource_table
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES, observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import INCLUDE_CHOICES, observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 EMPTY_RESULT = {"endpoints": [], "resources": {}, "agreed": False, "unreachable_endpoints": [], "unready": [], "crds": {},

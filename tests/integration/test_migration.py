@@ -186,14 +186,15 @@ def test_expired_continue_token_continues_from_fallback(plane, capsys):
 
 def test_expired_token_via_checkpoint_resume(plane, capsys, tmp_path):
     """A resumed checkpoint whose token expired continues through the server's fallback token, then verifies."""
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import client as client_mod
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import client as client_mod
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import MigrationError
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
     put_configmaps(plane, 30, version="v1")
-    api = client_mod.ApiClient(client_mod.ConnectionSettings.from_params({"kubeconfig": plane.kubeconfig}))
+    api = client_mod.ApiClient(ConnectionSettings.from_params({"kubeconfig": plane.kubeconfig}))
     target = mig.ResourceTarget(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "h")
     store = cp.FileStore(str(tmp_path))
     calls = []

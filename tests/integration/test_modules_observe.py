@@ -58,7 +58,8 @@ def modules():
 
 
 def cluster_client(plane):
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils.client import ApiClient, ConnectionSettings
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 
     return ApiClient(ConnectionSettings.from_params({"kubeconfig": plane.kubeconfig}))
 
@@ -102,7 +103,7 @@ def _has_states(plane):
 
 def test_check_verdicts(plane, run):
     info, state, check, _agreement = modules()
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 
     run(state, base(plane))  # records: Unknown + current for every resource
     client = cluster_client(plane)
@@ -140,7 +141,7 @@ def test_check_verdicts(plane, run):
 
 def test_unreachable_endpoint_is_reported_and_judged_unknown(plane, run):
     info, state, check, _agreement = modules()
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 
     run(state, base(plane, resources=["pods"]))
     storage_state_io.mark_migrated(cluster_client(plane), "pods", "xPOwRZ+Yhw8=")

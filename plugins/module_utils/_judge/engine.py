@@ -23,7 +23,6 @@ from __future__ import annotations
 
 from typing import List
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery, records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import evidence as ev_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import findings as findings_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import steps, views
@@ -43,6 +42,8 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
     Target,
     worst_of,
 )
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
 
 
 def judge(observation, target: Target, profiles, options: JudgeOptions = None) -> Judgement:

@@ -12,9 +12,11 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Dict, List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery, hashing, records
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObservedResource
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN as UNKNOWN_HASH
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import ObservedResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 # Kinds of doubt, in the order their next steps are preferred.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import observe as observe_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import names, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
@@ -19,9 +18,10 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
     JudgeOptions,
     Target,
 )
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crds
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io as observe_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds
 
 VERDICT_CHOICES = [v for v in VERDICT_ORDER if v != SAFE] + [SAFE]
 DEFAULT_FAIL_ON = [v for v in VERDICT_CHOICES if v != SAFE]

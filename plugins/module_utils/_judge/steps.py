@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import views
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.evidence import (
     DOUBT_AGREEMENT,
@@ -26,6 +25,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
     UNKNOWN,
     UNSAFE,
 )
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.crds import crd_from_object
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import crd_from_object
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"

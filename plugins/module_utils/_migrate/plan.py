@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.crds import stored_versions_errors
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import ObservedCrd
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import stored_versions_errors
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObservedCrd
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 INTREE = "intree"

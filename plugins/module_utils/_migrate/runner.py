@@ -17,7 +17,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import verdicts
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import compare
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import Target
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import bookkeeping, plan
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
@@ -34,17 +37,15 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progr
     summary_table,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import compare
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ConfigurationError,
     DisagreementError,
     KubeUpgradeError,
     MigrationError,
 )
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.target_crds import load_target_crds
 
 STARTED = "started"
 WOULD_MIGRATE = "would_migrate"
@@ -114,7 +115,7 @@ def _store(mod, params) -> cp.FileStore:
 def _verdicts(run: Run) -> list:
     params = run.params
     release = run.profiles.get(params["target_release"]) if params.get("target_release") else None
-    judgement = verdicts.judge(run.observation, verdicts.Target(release=release, crd_manifests=run.manifests), run.profiles)
+    judgement = judge(run.observation, Target(release=release, crd_manifests=run.manifests), run.profiles)
     return [{"resource": v.resource, "verdict": v.verdict} for v in judgement.resources]
 
 

@@ -13,7 +13,8 @@ import json
 import threading
 from pathlib import Path
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.client import ApiClient, ApiResponse, ConnectionSettings, check_url
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient, ApiResponse
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings, check_url
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import EndpointUnreachable
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import agreement, discovery
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import EndpointObservation
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import agreement
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import EndpointObservation
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"
 EP1, EP2, EP3 = "https://127.0.0.1:16443", "https://127.0.0.1:16444", "https://127.0.0.1:16445"

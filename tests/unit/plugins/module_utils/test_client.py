@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 import yaml
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.client import ApiClient, ConnectionSettings
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     ConfigurationError,

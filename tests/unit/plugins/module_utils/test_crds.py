@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds, errors
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery, errors, hashing
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import CrdVersion, ObservedCrd
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import CrdVersion, ObservedCrd
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"

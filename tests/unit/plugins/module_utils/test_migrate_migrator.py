@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiResponse
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import (
@@ -16,7 +17,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratel
     DeadlineExceeded,
     RateLimiter,
 )
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.client import ApiResponse
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     EndpointUnreachable,

@@ -7,8 +7,8 @@ import os
 import pytest
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.crds import crd_from_object
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import StorageStateRecord
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import crd_from_object
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 RECORDED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "real-apiserver-1.32")

@@ -9,7 +9,9 @@ import copy
 import pytest
 from kube_fakes import FakeApiClient, discovery_routes, recorded, recorded_route, unreachable
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery, hashing, observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io as observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 PROFILES = load_profiles()

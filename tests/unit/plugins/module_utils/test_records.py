@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds, records
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN, storage_version_hash
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import StorageStateRecord
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"
 NOW = datetime(2026, 11, 21, 15, 0, 0, tzinfo=timezone.utc)

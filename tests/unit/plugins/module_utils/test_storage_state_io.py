@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 import pytest
 from kube_fakes import FakeApiClient, recorded
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import storage_state_io as io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io as io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 NOW = datetime(2026, 11, 21, 15, 0, tzinfo=timezone.utc)

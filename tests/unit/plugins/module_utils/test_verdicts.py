@@ -10,10 +10,20 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds, discovery, records, verdicts
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN as UNKNOWN_HASH
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import storage_version_hash
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import (
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import engine, report, views
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
+    NEEDS_MIGRATION,
+    REMOVED,
+    SAFE,
+    UNKNOWN,
+    UNSAFE,
+    VERDICT_ORDER,
+    JudgeOptions,
+    Target,
+    worst_of,
+)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds, discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import (
     EndpointObservation,
     ObjectCount,
     Observation,
@@ -23,17 +33,10 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation im
     StorageStateRecord,
     StorageVersionEntry,
 )
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN as UNKNOWN_HASH
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import storage_version_hash
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.verdicts import (
-    NEEDS_MIGRATION,
-    REMOVED,
-    SAFE,
-    UNKNOWN,
-    UNSAFE,
-    VERDICT_ORDER,
-    JudgeOptions,
-    Target,
-)
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"
 UPSTREAM = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "k8s-storage-profiles.json").read_text(encoding="utf-8"))
@@ -46,7 +49,7 @@ SVM = "storageversionmigrations.storagemigration.k8s.io"
 
 
 def judge(observation, target, profiles, **options):
-    return verdicts.judge(observation, target, profiles, JudgeOptions(**options))
+    return engine.judge(observation, target, profiles, JudgeOptions(**options))
 
 
 def body(relative):
@@ -444,7 +447,7 @@ def test_storage_version_decodable_versions_as_target():
 
 def test_storage_version_names_core_resources_core():
     sv = _storage_version("storageversion-api/09-get-storageversion-core.configmaps-two-apiservers.json")
-    assert verdicts.storage_version_object_name("configmaps") == sv.name == "core.configmaps"
+    assert views.storage_version_object_name("configmaps") == sv.name == "core.configmaps"
     observation = Observation(endpoints=[endpoint(EP1, "1.32", {"configmaps": "v1"})], storage_states={"configmaps": record("configmaps", "v1")})
     assert one(observation, Target(storage_versions={sv.name: sv}), "configmaps").verdict == SAFE
 
@@ -519,12 +522,12 @@ def test_rendering_lists_every_resource_worst_first():
     observation = real_cluster()
     observation.storage_states.pop("pods")
     result = judge(observation, Target(release=PROFILES.get("1.35")), PROFILES, now=NOW)
-    markdown = verdicts.render_markdown(result)
+    markdown = report.render_markdown(result)
     rows = [line for line in markdown.splitlines() if line.startswith("| ") and not line.startswith("| resource |") and "---" not in line]
     assert len(rows) == len(result.resources)
     assert rows[0].startswith(f"| {SVM} | unsafe")
     assert f"**Storage pre-flight: {result.worst}, gate blocks (2)" in markdown
-    text = verdicts.render_text(result)
+    text = report.render_text(result)
     assert text.splitlines()[0].startswith(f"Storage pre-flight: {result.worst}, gate blocks (2)")
     assert f"- {SVM}: unsafe (BLOCKS)" in text and "- pods: unknown (BLOCKS)" in text
     assert len(text.splitlines()) == 1 + len(result.resources) - result.counts[SAFE]
@@ -540,7 +543,7 @@ def test_resources_filter_and_unknown_name():
 
 def test_verdict_order():
     assert VERDICT_ORDER[0] == SAFE and VERDICT_ORDER[-1] == UNSAFE and len(set(VERDICT_ORDER)) == 5
-    assert verdicts.worst_of([]) == SAFE and verdicts.worst_of([SAFE, REMOVED, NEEDS_MIGRATION]) == REMOVED
+    assert worst_of([]) == SAFE and worst_of([SAFE, REMOVED, NEEDS_MIGRATION]) == REMOVED
 
 
 def test_all_endpoints_unreachable_is_never_safe_overall():
@@ -617,7 +620,7 @@ def test_accepted_resource_does_not_block_and_keeps_its_verdict():
     assert not by_name["deployments.apps"].blocking and by_name["configmaps"].blocking
     assert [b["subject"] for b in result.blocking] == ["configmaps"]
     assert result.accepted == [{"subject": "deployments.apps", "verdict": UNKNOWN, "reason": accept["deployments.apps"]}]
-    assert "accepted: objects re-created" in verdicts.render_markdown(result)
+    assert "accepted: objects re-created" in report.render_markdown(result)
 
 
 def test_fail_on_limits_what_blocks():

@@ -76,7 +76,7 @@ class FakeCluster:
 
 @pytest.fixture
 def fake_cluster(monkeypatch):
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils import client as client_mod
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import client as client_mod
 
     cluster = FakeCluster()
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from kube_fakes import recorded, recorded_route, unreachable
 from kube_module_args import BASE_ARGS, ENDPOINTS, HOST
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io as observe
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_version_info as module
 
 

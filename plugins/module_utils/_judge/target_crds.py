@@ -11,7 +11,7 @@ import os
 
 from ansible.module_utils.common.validation import check_type_path
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ManifestError
 
 _MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")

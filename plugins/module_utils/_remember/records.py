@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 API_VERSION = "migration.k8s.io/v1alpha1"

@@ -12,10 +12,10 @@ from __future__ import annotations
 import time
 from typing import Dict, List
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement, AgreementTracker, compare
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import names
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.agreement import Agreement, AgreementTracker, compare
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 

@@ -14,16 +14,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Dict, List, Optional, Sequence
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import crds as crds_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import discovery
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import records as records_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
-    ApiError,
-    EndpointUnreachable,
-    KubeUpgradeError,
-    is_decode_failure,
-)
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import (
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import (
     EndpointObservation,
     IdentityLease,
     ObjectCount,
@@ -31,6 +24,13 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation im
     ObservedApiService,
     ObservedStorageVersion,
     StorageVersionEntry,
+)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records as records_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
+    ApiError,
+    EndpointUnreachable,
+    KubeUpgradeError,
+    is_decode_failure,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryPolicy, call_with_retries

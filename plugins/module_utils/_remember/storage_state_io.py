@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Dict, List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import records
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -96,7 +96,7 @@ def ensure_crd(client, install: bool, check_mode: bool, timeout: float = 60.0, s
 
 def read_records(client) -> Dict[str, dict]:
     """Every StorageState object by name (raw objects: their resourceVersion guards the writes)."""
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils.observe import list_all
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import list_all
 
     try:
         items = list_all(client, STATES_PATH)

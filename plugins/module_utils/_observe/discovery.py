@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import ObservedResource
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObservedResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import normalize_release
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 

@@ -13,7 +13,7 @@ import json
 from typing import Dict, List
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.observation import CrdVersion, ObservedCrd
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import CrdVersion, ObservedCrd
 
 CRD_KIND = "CustomResourceDefinition"
 CRD_API_VERSIONS = ("apiextensions.k8s.io/v1", "apiextensions.k8s.io/v1beta1")

@@ -1,0 +1,6 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""agree: do all apiservers report the same storage versions? A migration may only run once they do.
+
+``agreement`` compares one observation (pure); ``wait`` polls until enough consecutive observations
+agree.
+"""
