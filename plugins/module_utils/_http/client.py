@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 from urllib.parse import urlencode, urlsplit
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import (
     HAS_URLLIB3,
     ConnectionSettings,
@@ -208,6 +209,9 @@ class ApiClient:
         reason = (body.get("reason") or "") if body else ""
         retry_after = _retry_after(response, body)
         hint = _DECODE_HINT if is_decode_failure(response.status, message) else _NEXT_STEPS.get(response.status, "")
+        if response.status == 403:
+            hint = (f"The user may not {method} {path}: grant it with an RBAC rule {paths.rbac_rule(method, path)} "
+                    "(the collection's rbac/ directory has ClusterRoles for each use).")
         text = f"{method} {path} on apiserver {self.endpoint} failed: HTTP {response.status}"
         text += f" {reason}" if reason else ""
         text += f": {message}" if message else ""

@@ -70,3 +70,26 @@ def resource_collection(group: str, version: str, plural: str, namespace: Option
     if namespace:
         return f"{prefix}/namespaces/{namespace}/{plural}"
     return f"{prefix}/{plural}"
+
+
+_VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
+
+
+def rbac_rule(method: str, path: str) -> str:
+    """The RBAC rule that allows ``method path``, in the words of a Role, for a 403's next step.
+
+    ``GET /apis/apps/v1/namespaces/x/deployments`` -> ``apiGroups: ["apps"], resources: ["deployments"],
+    verbs: ["list"]``; a discovery or health path -> a ``nonResourceURLs`` rule (ClusterRole only).
+    """
+    parts = [p for p in path.split("?")[0].strip("/").split("/") if p]
+    if parts[:1] == ["api"] and len(parts) >= 3:
+        group, rest = "", parts[2:]
+    elif parts[:1] == ["apis"] and len(parts) >= 4:
+        group, rest = parts[1], parts[3:]
+    else:
+        return f'nonResourceURLs: ["{path.split("?")[0]}"], verbs: ["get"] (in a ClusterRole)'
+    if rest[:1] == ["namespaces"] and len(rest) >= 3:
+        rest = rest[2:]
+    resource = rest[0] + (f"/{rest[2]}" if len(rest) >= 3 else "")
+    verb = _VERBS.get(method.upper(), "get" if len(rest) >= 2 else "list")
+    return f'apiGroups: ["{group}"], resources: ["{resource}"], verbs: ["{verb}"]'

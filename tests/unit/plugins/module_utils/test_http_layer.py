@@ -194,3 +194,16 @@ def test_paths_are_defined_once():
     assert paths.STORAGE_STATE_CRD == "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/storagestates.migration.k8s.io"
     assert paths.storage_migrations("storagemigration.k8s.io/v1beta1") == "/apis/storagemigration.k8s.io/v1beta1/storageversionmigrations"
     assert paths.resource_collection("apps", "v1", "deployments", "ns") == "/apis/apps/v1/namespaces/ns/deployments"
+
+
+@pytest.mark.parametrize("method, path, rule", [
+    ("GET", "/api/v1/configmaps?limit=1", 'apiGroups: [""], resources: ["configmaps"], verbs: ["list"]'),
+    ("GET", "/apis/apps/v1/namespaces/x/deployments", 'apiGroups: ["apps"], resources: ["deployments"], verbs: ["list"]'),
+    ("GET", "/api/v1/namespaces/kube-system", 'apiGroups: [""], resources: ["namespaces"], verbs: ["get"]'),
+    ("PUT", "/apis/migration.k8s.io/v1alpha1/storagestates/pods/status",
+     'apiGroups: ["migration.k8s.io"], resources: ["storagestates/status"], verbs: ["update"]'),
+    ("PATCH", "/api/v1/namespaces/a/configmaps/b", 'apiGroups: [""], resources: ["configmaps"], verbs: ["patch"]'),
+    ("GET", "/apis/apps/v1", 'nonResourceURLs: ["/apis/apps/v1"], verbs: ["get"] (in a ClusterRole)'),
+])
+def test_a_403_names_the_rbac_rule_to_add(method, path, rule):
+    assert paths.rbac_rule(method, path) == rule
