@@ -1,0 +1,109 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every verdict's next step, followed, clears the verdict (the README's verdict table, as a test).
+
+Modules run in-process against the simulated control plane (three apiservers on 1.32 with the demo
+data); each case makes the check block, does exactly what its next step says, and checks again.
+``removed`` and ``unsafe`` with stored objects (delete them) are followed through ``upgrade.yml`` in
+``test_fail_closed.py``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+try:
+    from ansible.module_utils.testing import patch_module_args
+except ImportError:  # ansible-core < 2.19
+    from unittest import mock
+
+    def patch_module_args(args=None):
+        return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
+
+from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration, storage_state, storage_version_check
+
+WIDGETS = "widgets.example.com"
+# The application's next widgets CRD: v1 only (the cluster still lists v1alpha1 in storedVersions).
+WIDGETS_V1_ONLY = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": WIDGETS},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+             "versions": [{"name": "v1", "served": True, "storage": True,
+                           "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}]},
+}
+
+
+@pytest.fixture
+def run(capsys):
+    def call(module, args):
+        with patch_module_args(dict(args)), pytest.raises(SystemExit):
+            module.main()
+        result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert "exception" not in result, result.get("exception")
+        return result
+
+    return call
+
+
+@pytest.fixture
+def plane(control_plane):
+    control_plane.admin.seed("demo")
+    return control_plane
+
+
+def base(plane, **extra):
+    return {"kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints, **extra}
+
+
+def check(run, plane, **extra):
+    result = run(storage_version_check, base(plane, target_release="1.32", **extra))
+    return result, {b["subject"]: b for b in result["blocking"]}
+
+
+def migrate(run, plane, *names):
+    result = run(storage_migration, base(plane, resources=list(names), backend="client", timeout=60))
+    assert not result.get("failed"), result["msg"]
+
+
+def test_unknown_record_cleared_by_migrating(run, plane):
+    run(storage_state, base(plane))  # fresh records: [Unknown, current]
+    _result, blocking = check(run, plane, resources=["configmaps"])
+    assert blocking["configmaps"]["verdict"] == "unknown" and "migrate configmaps" in blocking["configmaps"]["next_step"]
+    migrate(run, plane, "configmaps")
+    result, blocking = check(run, plane, resources=["configmaps"])
+    assert blocking == {} and result["resources"][0]["verdict"] == "safe"
+
+
+def test_needs_migration_cleared_by_migrating(run, plane):
+    run(storage_state, base(plane))
+    _result, blocking = check(run, plane, resources=[WIDGETS], target_crds=[WIDGETS_V1_ONLY])
+    assert blocking[WIDGETS]["verdict"] == "needs_migration" and "storedVersions" in blocking[WIDGETS]["next_step"]
+    migrate(run, plane, WIDGETS)
+    result, blocking = check(run, plane, resources=[WIDGETS], target_crds=[WIDGETS_V1_ONLY])
+    assert blocking == {} and result["resources"][0]["verdict"] == "safe", result["msg"]
+
+
+def test_unreachable_apiserver_cleared_by_bringing_it_back(run, plane):
+    run(storage_state, base(plane))
+    migrate(run, plane, "configmaps")
+    plane.admin.stop(2)
+    _result, blocking = check(run, plane, resources=["configmaps"])
+    assert list(blocking) == [plane.endpoints[2]] and "agreement" in blocking[plane.endpoints[2]]["reason"]
+    assert "reachable" in blocking[plane.endpoints[2]]["next_step"]
+    plane.admin.start(2)
+    result, blocking = check(run, plane, resources=["configmaps"])
+    assert blocking == {} and result["findings"] == []
+
+
+def test_failed_group_discovery_cleared_when_it_answers(run, plane):
+    run(storage_state, base(plane))
+    migrate(run, plane, "configmaps", "deployments.apps")
+    plane.admin.fault("status", apiserver=1, code=503, path_regex="^/apis/apps/v1$")
+    result, blocking = check(run, plane, resources=["configmaps", "deployments.apps"])
+    assert set(blocking) == {"apps/v1", "deployments.apps"}, blocking  # only the apps group, nothing else
+    assert {r["resource"]: r["verdict"] for r in result["resources"]}["configmaps"] == "safe"
+    assert "/apis/apps/v1" in blocking["apps/v1"]["next_step"]
+    plane.admin.clear_faults()
+    _result, blocking = check(run, plane, resources=["configmaps", "deployments.apps"])
+    assert blocking == {}
