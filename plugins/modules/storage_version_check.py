@@ -58,7 +58,7 @@ options:
   fail_on:
     description:
       - Verdicts that block (make the task fail). The result is returned in full either way.
-      - The default blocks on every verdict that is not established C(safe), C(unknown) included: the check fails
+      - The default blocks on every verdict that is not established C(safe), C(unknown) included - the check fails
         closed. Let a named resource through with O(accept) instead of narrowing this list.
       - Findings that are not about one resource (an apiserver that could not be read, a group/version whose discovery
         failed) have the verdict C(unknown).

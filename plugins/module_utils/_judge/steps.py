@@ -211,4 +211,3 @@ def running_can_read(name, is_custom, view, observation, profiles) -> Optional[b
             return None
         answers.append(view.storage_version in readable)
     return all(answers) if answers else None
-
