@@ -85,8 +85,8 @@ def load_rules(directory: Path = RBAC_DIR) -> List[Rule]:
     rules = []
     order = {"observe.yaml": 0, "records.yaml": 1, "migrate.yaml": 2}  # the order of the docs: read, record, migrate
     for path in sorted(directory.glob("*.yaml"), key=lambda p: (order.get(p.name, 9), p.name)):
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if not doc or doc.get("kind") not in ("ClusterRole", "Role"):
+        for doc in manifests(path):
+            if doc.get("kind") not in ("ClusterRole", "Role"):
                 continue
             meta = doc["metadata"]
             namespace = meta.get("namespace") if doc["kind"] == "Role" else None
@@ -97,6 +97,15 @@ def load_rules(directory: Path = RBAC_DIR) -> List[Rule]:
                                   resource_names=tuple(rule.get("resourceNames") or ()),
                                   non_resource_urls=tuple(rule.get("nonResourceURLs") or ())))
     return rules
+
+
+def manifests(path: Path) -> List[dict]:
+    """The objects of one file: a single object or a v1 List of them (one YAML document per file)."""
+    found = []
+    for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        if doc:
+            found.extend(doc.get("items") or [] if doc.get("kind") == "List" else [doc])
+    return found
 
 
 def requests_of(audit: List[dict]) -> Set[Request]:

@@ -17,7 +17,6 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import yaml
 
 try:
     from ansible.module_utils.testing import patch_module_args
@@ -195,7 +194,7 @@ def test_every_grant_of_every_role_is_used(steps):
 
 def test_the_example_bindings_give_each_identity_the_roles_of_its_use():
     bound = {}
-    for doc in yaml.safe_load_all((rbac_recorder.RBAC_DIR / "bindings.example.yaml").read_text(encoding="utf-8")):
+    for doc in rbac_recorder.manifests(rbac_recorder.RBAC_DIR / "bindings.example.yaml"):
         for subject in doc["subjects"]:
             bound.setdefault(subject["name"], set()).add((doc["roleRef"]["kind"], doc["roleRef"]["name"]))
     roles = {tuple(r.role.split(" ", 1)) for r in rbac_recorder.load_rules()}
