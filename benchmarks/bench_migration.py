@@ -103,8 +103,8 @@ def migrator(state, concurrency, _method):
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mc
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
-    settings = ConnectionSettings.from_params({"host": state["endpoint"], "api_key": state["token"],
-                                                "ca_cert": state["ca_file"]})
+    settings = ConnectionSettings.from_params(
+        {"host": state["endpoint"], "api_key": state["token"], "ca_cert": state["ca_file"]})
     api = client_mod.ApiClient(settings, maxsize=concurrency + 2)
 
     class Namespaced(mc.ResourceTarget):
