@@ -6,7 +6,8 @@ against one simulated apiserver, each in a fresh child process so peak memory is
   bare   urllib3 keep-alive pool: LIST limit=500 + PUT every object back, ``concurrency`` writers
   put    ClientMigrator, full-object PUT
   apply  ClientMigrator, minimal server-side apply patch (uid + resourceVersion preconditions)
-Reported: objects/s, peak RSS growth during the run (MiB), each as a ratio against ``bare``.
+Reported: objects/s, peak RSS growth during the run (MiB), each as a ratio against ``bare``; requests and
+bytes (in + out, from the simulator's ``stats()``) per object.
 
     PYTHONPATH=collections:tests/simulator python benchmarks/bench_migration.py --counts 10000 100000
 Not a test: nothing is asserted.
@@ -102,8 +103,8 @@ def migrator(state, concurrency, _method):
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mc
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
-    settings = ConnectionSettings.from_params({"host": state["endpoint"], "api_key": state["token"],
-                                             "ca_cert": state["ca_file"]})
+    settings = ConnectionSettings.from_params(
+        {"host": state["endpoint"], "api_key": state["token"], "ca_cert": state["ca_file"]})
     api = client_mod.ApiClient(settings, maxsize=concurrency + 2)
 
     class Namespaced(mc.ResourceTarget):
@@ -163,18 +164,27 @@ def main():
                 plane.admin.seed(f"bulk:{count}")
                 state = {"endpoint": plane.endpoints[0], "token": plane.token, "ca_file": plane.ca_file}
                 for concurrency in args.concurrency:
-                    results = {m: measure(state, m, concurrency) for m in args.methods}
+                    results = {}
+                    for method in args.methods:
+                        plane.admin.reset_stats()
+                        results[method] = measure(state, method, concurrency)
+                        served = plane.admin.stats()["apiservers"]
+                        objects = max(1, results[method]["objects"])
+                        results[method]["requests_per_object"] = sum(a["requests"] for a in served) / objects
+                        results[method]["bytes_per_object"] = sum(a["bytes_in"] + a["bytes_out"] for a in served) / objects
                     base = results.get("bare")
                     for method, r in results.items():
                         rate = r["objects"] / r["seconds"] if r["seconds"] else 0.0
                         base_rate = base["objects"] / base["seconds"] if base else None
                         rows.append((count, concurrency, method, r["objects"], rate,
                                      rate / base_rate if base_rate else None, r["rss_mib"],
-                                     r["rss_mib"] / base["rss_mib"] if base and base["rss_mib"] > 0 else None))
+                                     r["rss_mib"] / base["rss_mib"] if base and base["rss_mib"] > 0 else None,
+                                     r["requests_per_object"], r["bytes_per_object"]))
                         print(_row(rows[-1]), flush=True)
     print()
-    print("| objects | concurrency | method | migrated | objects/s | × bare | peak RSS growth MiB | × bare |")
-    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: |")
+    print("| objects | concurrency | method | migrated | objects/s | × bare | peak RSS growth MiB | × bare "
+          "| requests/object | bytes/object |")
+    print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
         print(_row(row))
 
@@ -184,9 +194,9 @@ def fmt(value, pattern):
 
 
 def _row(row):
-    count, concurrency, method, objects, rate, ratio, rss, rss_ratio = row
+    count, concurrency, method, objects, rate, ratio, rss, rss_ratio, requests, size = row
     return (f"| {count} | {concurrency} | {method} | {objects} | {rate:.0f} | {fmt(ratio, '{:.2f}')} | "
-            f"{rss:.1f} | {fmt(rss_ratio, '{:.2f}')} |")
+            f"{rss:.1f} | {fmt(rss_ratio, '{:.2f}')} | {requests:.3f} | {size:.0f} |")
 
 
 if __name__ == "__main__":

@@ -157,14 +157,34 @@ def _require_agreement(selected: List[str], observation, current) -> None:
                          "unreachable": agreement.unreachable, "unready": agreement.unready})
 
 
-def gate_for(run: Run, resource: str):
-    """A callable raising ``DisagreementError`` as soon as the endpoints stop agreeing on the hash."""
+# An apiserver that restarts (a rolling restart, a crash loop's first restart) refuses connections or is not
+# ready for a few seconds. The gate waits this long for it to answer again before it stops the migration.
+UNREACHABLE_GRACE = 30.0
+
+
+def _gate_check(run: Run, resource: str):
+    observation = observe(run.clients, run.profiles, resources=[resource], include=())
+    agreement = compare(observation.endpoints, [resource], require_ready=True, ignore=observation.aggregated_group_versions())
+    return agreement, set((agreement.hashes.get(resource) or {}).values())
+
+
+def gate_for(run: Run, resource: str, sleep=time.sleep, clock=time.monotonic):
+    """A callable raising ``DisagreementError`` as soon as the endpoints stop agreeing on the hash.
+
+    An endpoint that is only unreachable or unready, while every answering one reports the expected hash,
+    is waited for (``UNREACHABLE_GRACE``, within the task's deadline): the migration pauses, and goes on
+    only once it answers with the same hash.
+    """
     expected = run.current[resource]
 
     def gate() -> None:
-        observation = observe(run.clients, run.profiles, resources=[resource], include=())
-        agreement = compare(observation.endpoints, [resource], require_ready=True, ignore=observation.aggregated_group_versions())
-        values = set((agreement.hashes.get(resource) or {}).values())
+        agreement, values = _gate_check(run, resource)
+        give_up = clock() + UNREACHABLE_GRACE
+        while (not agreement.agreed and values <= {expected} and (agreement.unreachable or agreement.unready)
+               and clock() < give_up and not run.deadline.expired()):
+            remaining = run.deadline.remaining()
+            sleep(max(0.05, min(run.params["poll_interval"], remaining if remaining is not None else 1.0)))
+            agreement, values = _gate_check(run, resource)
         if not agreement.agreed or values != {expected}:
             raise DisagreementError(
                 f"Migration of {resource} stopped: the apiservers stopped agreeing "
