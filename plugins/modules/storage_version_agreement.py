@@ -103,6 +103,7 @@ unreachable_endpoints:
 """
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import wait as agree
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import Observer
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_at_least
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
@@ -129,9 +130,10 @@ def run(module: KubeUpgradeModule) -> dict:
     check_at_least("timeout", params["timeout"], 0)  # 0: one observation, no waiting
     clients = module.endpoint_clients()
     try:
-        agreement, polls = agree.wait_for_agreement(
-            clients, load_profiles(), params["resources"] or None, params["polls"], params["interval"],
-            params["timeout"], params["require_ready"], cluster_client=module.client())
+        wait = agree.AgreementWait(polls=params["polls"], interval=params["interval"], timeout=params["timeout"],
+                                   require_ready=params["require_ready"])
+        agreement, polls = agree.wait_for_agreement(Observer(clients, load_profiles(), module.client()),
+                                                    params["resources"] or None, wait)
     except DisagreementError as error:
         details = error.details or {}
         error.result = {"polls_observed": details.get("polls_observed", 0), "hashes": details.get("hashes", {}),

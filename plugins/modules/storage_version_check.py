@@ -75,6 +75,16 @@ options:
       - A subject the check did not judge is an error (a typo would otherwise accept nothing).
     type: dict
     default: {}
+  audit:
+    description:
+      - The registered result of M(kubeupgrade.storage.storage_version_audit) (an etcd scan). Measured beats
+        remembered - for every resource the audit read, the persisted versions are exactly those found in etcd
+        (no StorageState record and no C(Unknown) needed), whether objects exist is the audit's count, and a
+        verdict that is not C(safe) names the objects the audit found in a version its target cannot read.
+      - Run the audit just before the check (the apiservers may write new objects in the meantime; the versions
+        they write now are always added). Resources the audit did not read (a O(resources) filter on the audit)
+        are judged from their records as without an audit.
+    type: raw
   count_objects:
     description:
       - Count the stored objects of every resource whose verdict is not C(safe) (one metadata-only LIST with
@@ -192,6 +202,15 @@ resources:
       description: What the target view of this resource came from.
       type: str
       sample: release 1.34
+    measured:
+      description: When the persisted versions were measured in etcd (from O(audit)); null when they come from records.
+      type: str
+      sample: "2026-11-24T04:00:00Z"
+    objects_named:
+      description: Objects the audit found in a version its target cannot read (the audit's first C(names_limit)).
+      type: list
+      elements: str
+      sample: ["demo/gpu-claim"]
     objects:
       description: What the count of stored objects said - C(none), C(present), C(undecodable), C(not counted);
         null when no count was needed.
@@ -287,6 +306,7 @@ def argument_spec() -> dict:
         "fail_on": {"type": "list", "elements": "str", "choices": runner.VERDICT_CHOICES, "default": runner.DEFAULT_FAIL_ON},
         "accept": {"type": "dict", "default": {}},
         "count_objects": {"type": "bool", "default": True},
+        "audit": {"type": "raw"},
         "resources": {"type": "list", "elements": "str", "default": []},
         "record_max_age": {"type": "int"},
     }

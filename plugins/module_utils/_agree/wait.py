@@ -10,11 +10,12 @@ agree, and otherwise fails naming, per disagreeing resource, what each endpoint 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Dict, List
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement, AgreementTracker, compare
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import names
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
@@ -75,36 +76,48 @@ def describe(agreement, observation=None) -> str:
     return "; ".join(parts) or "all endpoints agree"
 
 
-def wait_for_agreement(clients, profiles, resources, polls: int, interval: float, timeout: float, require_ready: bool,
-                       sleep=time.sleep, clock=time.monotonic, on_poll=None, cluster_client=None):
-    """Poll every endpoint until ``polls`` consecutive observations agree; return ``(agreement, polls_observed)``.
+@dataclass
+class AgreementWait:
+    """How long agreement must hold (consecutive polls), how often to look, how long to wait, and whether
+    every apiserver must also be ready."""
 
-    Raises DisagreementError at ``timeout`` with the last disagreement in operator words.
-    """
-    tracker = AgreementTracker(polls)
-    deadline = clock() + float(timeout)
-    observed = 0
-    while True:
-        observation = observe(clients, profiles, resources=resources, include=(), cluster_client=cluster_client, sleep=sleep)
-        if observed == 0:
+    polls: int = 2
+    interval: float = 5.0
+    timeout: float = 300.0
+    require_ready: bool = True
+
+
+def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.monotonic, on_poll=None):
+    """Poll every endpoint (an ``Observer``) until ``wait.polls`` consecutive observations agree; return
+    ``(agreement, polls_observed)``. Raises DisagreementError at ``wait.timeout`` with the last disagreement
+    in operator words, or ConfigurationError at once for names no apiserver serves."""
+    tracker = AgreementTracker(wait.polls)
+    seen = []
+
+    def fetch():
+        observation = observer.observe(resources, include=())
+        if not seen:
             _refuse_unknown_names(observation, resources)
-        agreement = compare_endpoints(observation.endpoints, resources=resources, require_ready=require_ready,
+        agreement = compare_endpoints(observation.endpoints, resources=resources, require_ready=wait.require_ready,
                                       ignore=observation.aggregated_group_versions())
-        observed += 1
+        seen.append(agreement)
         if on_poll is not None:
-            on_poll(observed, agreement, observation)
-        if tracker.update(agreement):
-            return agreement, observed
-        remaining = deadline - clock()
-        if remaining <= 0:
-            raise DisagreementError(
-                f"{_headline(agreement)} within {timeout:g}s ({observed} poll(s), {polls} consecutive agreeing "
-                f"poll(s) required): {describe(agreement, observation)}. Finish or roll back the upgrade of the "
-                "disagreeing apiservers, then run again.",
-                details={"polls_observed": observed, "hashes": agreement.hashes,
-                         "disagreeing": disagreeing_names(agreement), "unready": list(agreement.unready),
-                         "unreachable": list(agreement.unreachable)})
-        sleep(min(float(interval), max(remaining, 0.0)))
+            on_poll(len(seen), agreement, observation)
+        return agreement, observation
+
+    try:
+        agreement, _observation = poll_until(fetch, lambda value: tracker.update(value[0]), wait.timeout, wait.interval,
+                                             clock, observer.tuning.sleep)
+    except PollTimeout as timeout:
+        agreement, observation = timeout.last
+        raise DisagreementError(
+            f"{_headline(agreement)} within {wait.timeout:g}s ({timeout.polls} poll(s), {wait.polls} consecutive agreeing "
+            f"poll(s) required): {describe(agreement, observation)}. Finish or roll back the upgrade of the "
+            "disagreeing apiservers, then run again.",
+            details={"polls_observed": timeout.polls, "hashes": agreement.hashes,
+                     "disagreeing": disagreeing_names(agreement), "unready": list(agreement.unready),
+                     "unreachable": list(agreement.unreachable)}) from None
+    return agreement, len(seen)
 
 
 def _headline(agreement) -> str:

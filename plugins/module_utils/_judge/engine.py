@@ -25,7 +25,7 @@ from typing import List
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import evidence as ev_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import findings as findings_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import steps, views
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, steps, views
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
     NEEDS_MIGRATION,
     OBJECTS_NONE,
@@ -104,8 +104,12 @@ def _judge_one(name, observation, target, profiles, options):
     if running is False and verdict in (SAFE, NEEDS_MIGRATION) and objects != OBJECTS_NONE:
         next_step += (f" Note: the apiservers running now cannot read {view.storage_version}, which the target writes: "
                       f"once the target has written objects, rolling back needs a migration back first.")
+    named = measured.object_names(options.audit, name) if verdict != SAFE else []
+    if named:
+        reason += f" In etcd: {', '.join(named)}."
     return ResourceVerdict(
-        resource=name, verdict=verdict, reason=reason, next_step=next_step,
+        resource=name, verdict=verdict, reason=reason, next_step=next_step, objects_named=named,
+        measured=options.audit.get("measured_at") if measured.persisted_hashes(options.audit, name) is not None else None,
         persisted_hashes=ev.persisted_hashes, persisted_versions=discovery.sort_versions(ev.persisted_versions),
         current_versions=ev.current_versions, target_storage_version=view.storage_version,
         target_decodable_versions=discovery.sort_versions(view.readable), conservative=view.conservative,

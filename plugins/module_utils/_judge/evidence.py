@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Dict, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObservedResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
@@ -104,8 +105,8 @@ def gather_current(ev: Evidence, observation, profiles, target, ignore) -> None:
         ev.resource = serving[0].resources[ev.name]
 
 
-def gather_persisted(ev: Evidence, record, record_max_age, now) -> None:
-    """The hashes that may be persisted: the record's (Unknown when it cannot vouch) plus the current ones."""
+def _record_hashes(ev: Evidence, record, record_max_age, now) -> List[str]:
+    """The record's hashes, or Unknown (with the doubt that says why) when it cannot vouch."""
     if record is None:
         hashes = [UNKNOWN_HASH]
         ev.doubt(DOUBT_RECORD, f"no StorageState record for {ev.name}: objects written before it was recorded may be in "
@@ -123,6 +124,17 @@ def gather_persisted(ev: Evidence, record, record_max_age, now) -> None:
         hashes = list(record.persisted_hashes)
         if UNKNOWN_HASH in hashes:
             ev.doubt(DOUBT_RECORD, f"the StorageState record for {ev.name} lists Unknown: objects may be in any version")
+    return hashes
+
+
+def gather_persisted(ev: Evidence, record, options, now) -> None:
+    """The hashes that may be persisted: measured in etcd when an audit read them, else the record's (Unknown
+    when it cannot vouch); plus the current ones, which any apiserver may write from now on."""
+    hashes = measured.persisted_hashes(options.audit, ev.name)
+    if hashes is None:
+        hashes = _record_hashes(ev, record, options.record_max_age, now)
+    elif UNKNOWN_HASH in hashes:
+        ev.doubt(DOUBT_RECORD, measured.unreadable_text(options.audit, ev.name))
     for value in ev.current_hashes:
         if value not in hashes:
             hashes.append(value)
@@ -164,6 +176,6 @@ def gather(name, observation, target, profiles, options) -> Evidence:
     ignore = observation.aggregated_group_versions()
     ev = Evidence(name=name, group=GroupResource.parse(name).group, resource=_stub(name, observation, profiles, target))
     gather_current(ev, observation, profiles, target, ignore)
-    gather_persisted(ev, observation.storage_states.get(name), options.record_max_age, now)
+    gather_persisted(ev, observation.storage_states.get(name), options, now)
     map_persisted(ev, profiles, observation, target)
     return ev

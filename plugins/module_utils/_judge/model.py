@@ -50,6 +50,7 @@ class JudgeOptions:
     counts: Optional[Dict[str, object]] = None  # name -> observation.ObjectCount
     accept: Optional[Dict[str, str]] = None  # subject (resource, group/version, apiserver) -> reason
     fail_on: tuple = BLOCKING_BY_DEFAULT
+    audit: Optional[dict] = None  # a storage_version_audit result: measured persisted versions and counts
 
 
 @dataclass
@@ -70,6 +71,8 @@ class ResourceVerdict:
     objects: Optional[str] = None  # none / present / undecodable / not counted; None when no count was asked
     accepted: Optional[str] = None  # the operator's reason for accepting this verdict
     blocking: bool = False  # whether this verdict stops an upgrade gate
+    measured: Optional[str] = None  # when the persisted versions were measured in etcd (None: from records)
+    objects_named: List[str] = field(default_factory=list)  # objects the audit found in a version its target cannot read
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import names, report
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, names, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
     SAFE,
@@ -35,6 +35,7 @@ def validate(params) -> None:
                                  "target_endpoint, and/or target_crds.")
     if params.get("record_max_age") is not None and params["record_max_age"] < 0:
         raise ConfigurationError(f"record_max_age must be 0 or more seconds, got {params['record_max_age']}.")
+    measured.validate(params.get("audit"))
     for subject, reason in (params.get("accept") or {}).items():
         if not isinstance(reason, str) or not reason.strip():
             raise ConfigurationError(
@@ -86,7 +87,10 @@ def judge_cluster(module, options: JudgeOptions, target: Target, profiles, count
     pending = [r.resource for r in first.resources if needs_count(r)]
     if not count or not pending:
         return observation, first
-    options.counts = observe_mod.count_objects(clients, observation, pending)
+    options.counts = measured.counts(options.audit, pending) if options.audit is not None else {}
+    uncounted = [name for name in pending if name not in options.counts]
+    if uncounted:
+        options.counts.update(observe_mod.count_objects(clients, observation, uncounted))
     return observation, judge(observation, target, profiles, options)
 
 
@@ -99,7 +103,8 @@ def run(module) -> dict:
     resources = params["resources"] or None
     live = _live_target(module, profiles, resources) if params["target_endpoint"] else None
     options = JudgeOptions(resources=resources, record_max_age=params["record_max_age"],
-                           accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]))
+                           accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]),
+                           audit=params.get("audit"))
     target = Target(release=release, live=live, crd_manifests=manifests)
     observation, judgement = judge_cluster(module, options, target, profiles, count=params.get("count_objects", True))
     if resources:

@@ -3,8 +3,8 @@
 
 Discovery is the cost of a pre-flight, so each endpoint gets exactly ``/version``, ``/readyz``,
 ``/api``, ``/apis`` and one legacy document per group/version (only legacy documents carry
-``storageVersionHash``; aggregated discovery, KEP-3352, has none), all fetched concurrently over the client's shared pool. An
-endpoint that does not answer, or refuses our credentials, is *reported* (``reachable=False`` with
+``storageVersionHash``; aggregated discovery, KEP-3352, has none), all fetched concurrently over
+the client's shared pool. An endpoint that does not answer, or refuses our credentials, is *reported* (``reachable=False`` with
 the HTTP status), never skipped and never raised: the judge then fails closed on it.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Dict, List, Optional, Sequence
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
@@ -56,8 +57,17 @@ IDENTITY_SELECTOR = "apiserver.kubernetes.io/identity=kube-apiserver"
 _AUTH_STATUSES = (401, 403)
 
 
-def _get(client, path: str, retry: RetryPolicy, sleep, query=None):
-    return call_with_retries(lambda: client.get(path, query=query), retry, sleep=sleep)
+@dataclass
+class Tuning:
+    """How hard to try: the retry policy, the sleep between attempts (tests pass a no-op), parallel requests."""
+
+    retry: RetryPolicy = field(default_factory=lambda: DISCOVERY_RETRY)
+    sleep: Callable = time.sleep
+    max_workers: int = MAX_WORKERS
+
+
+def _get(client, path: str, tuning: Tuning, query=None):
+    return call_with_retries(lambda: client.get(path, query=query), tuning.retry, sleep=tuning.sleep)
 
 
 def _endpoint_failure(endpoint: str, error: ApiError) -> EndpointObservation:
@@ -73,12 +83,12 @@ def _endpoint_failure(endpoint: str, error: ApiError) -> EndpointObservation:
     return EndpointObservation(endpoint=endpoint, reachable=False, error=text, status=status)
 
 
-def _readiness(client, sleep) -> bool:
+def _readiness(client, tuning: Tuning) -> bool:
     """``/readyz`` 200 = ready; any HTTP error status just means not ready (a 500 lists failed checks)."""
     try:
         call_with_retries(lambda: client.get_text("/readyz"),
-                          RetryPolicy(attempts=DISCOVERY_RETRY.attempts, base_delay=0.1, max_delay=2.0,
-                                      retry_statuses=frozenset({429})), sleep=sleep)
+                          RetryPolicy(attempts=tuning.retry.attempts, base_delay=0.1, max_delay=2.0,
+                                      retry_statuses=frozenset({429})), sleep=tuning.sleep)
     except EndpointUnreachable:
         raise
     except ApiError as error:
@@ -88,41 +98,50 @@ def _readiness(client, sleep) -> bool:
     return True
 
 
-def _wanted_groups(resources) -> Optional[set]:
-    if not resources:
-        return None
-    return {GroupResource.parse(name).group for name in resources}
+@dataclass
+class _Scope:
+    """What one observation asks for: which resources (None: all), their groups, which cluster-wide reads."""
+
+    wanted: Optional[set]
+    groups: Optional[set]
+    include: set
+
+    @classmethod
+    def of(cls, resources, include) -> _Scope:
+        include = set(include or ())
+        unknown = include - set(INCLUDE_CHOICES)
+        if unknown:
+            raise KubeUpgradeError(f"unknown include value(s) {sorted(unknown)}; choose from {', '.join(INCLUDE_CHOICES)}")
+        if not resources:
+            return cls(None, None, include)
+        return cls(set(resources), {GroupResource.parse(name).group for name in resources}, include)
 
 
+@dataclass
 class _Head:
     """What the four fixed requests of one endpoint returned."""
 
-    def __init__(self, endpoint: str):
-        self.endpoint = endpoint
-        self.version = None
-        self.ready = False
-        self.api = None
-        self.apis = None
-        self.error: Optional[ApiError] = None
+    client: object
+    version: object = None
+    ready: bool = False
+    api: object = None
+    apis: object = None
+    error: Optional[ApiError] = None
 
 
-def _fetch_head(pool, client, retry, sleep):
-    """Run /version, /readyz, /api and /apis of one endpoint concurrently (4 requests, retried only on faults)."""
-    head = _Head(client.endpoint)
+def _fetch_head(pool, client, tuning: Tuning) -> _Head:
+    """/version, /readyz, /api and /apis of one endpoint, concurrently (4 requests, retried only on faults)."""
     futures = {
-        "version": pool.submit(_get, client, "/version", retry, sleep),
-        "ready": pool.submit(_readiness, client, sleep),
-        "api": pool.submit(_get, client, "/api", retry, sleep),
-        "apis": pool.submit(_get, client, "/apis", retry, sleep),
+        "version": pool.submit(_get, client, "/version", tuning),
+        "ready": pool.submit(_readiness, client, tuning),
+        "api": pool.submit(_get, client, "/api", tuning),
+        "apis": pool.submit(_get, client, "/apis", tuning),
     }
-    return head, futures
-
-
-def _collect_head(head: _Head, futures: dict) -> _Head:
+    head = _Head(client)
     errors_seen = []
-    for key in ("version", "ready", "api", "apis"):
+    for key, future in futures.items():
         try:
-            setattr(head, key, futures[key].result())
+            setattr(head, key, future.result())
         except ApiError as error:
             errors_seen.append((key, error))
     fatal = [e for k, e in errors_seen if k != "version" or isinstance(e, EndpointUnreachable) or e.status in _AUTH_STATUSES]
@@ -133,173 +152,217 @@ def _collect_head(head: _Head, futures: dict) -> _Head:
     return head
 
 
-def observe(clients: Sequence, profiles, resources=None, include=DEFAULT_INCLUDE, cluster_client=None,
-            retry: RetryPolicy = DISCOVERY_RETRY, sleep=time.sleep, max_workers: int = MAX_WORKERS) -> Observation:
+@dataclass
+class _Started:
+    """One endpoint after its head requests: the observation so far and its pending group/version documents."""
+
+    endpoint: EndpointObservation
+    client: object
+    documents: Optional[list] = None  # [(group, version, path, future)]; None when the endpoint failed
+    served: set = field(default_factory=set)  # (group, version) pairs it serves
+
+
+class Observer:
     """Observe every endpoint in ``clients`` and the cluster-wide records; never raises for an endpoint.
 
-    ``resources`` (kubectl-style names) limits discovery to their groups and the result to them.
-    CRDs are always read (the reverse hash lookup of custom resources needs their ``spec.versions``);
-    ``include`` selects the other cluster-wide reads.
+    CRDs and APIServices are always read (custom resources are mapped back through their CRD's
+    versions; APIServices tell aggregated group/versions from local ones); ``include`` selects the
+    other cluster-wide reads. ``resources`` (kubectl-style names) limits discovery to their groups.
     """
-    include = set(include or ())
-    unknown = include - set(INCLUDE_CHOICES)
-    if unknown:
-        raise KubeUpgradeError(f"unknown include value(s) {sorted(unknown)}; choose from {', '.join(INCLUDE_CHOICES)}")
-    wanted = set(resources) if resources else None
-    groups = _wanted_groups(resources)
-    observation = Observation()
-    workers = max(1, min(max_workers, 4 * max(1, len(clients))))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        pending = [_fetch_head(pool, client, retry, sleep) for client in clients]
-        heads = [_collect_head(head, futures) for head, futures in pending]
 
-        endpoints: List[EndpointObservation] = []
-        doc_futures = []
-        served_group_versions = set()
-        for client, head in zip(clients, heads):
-            if head.error is not None:
-                endpoints.append(_endpoint_failure(client.endpoint, head.error))
-                doc_futures.append(None)
-                continue
-            git_version = (head.version or {}).get("gitVersion") if isinstance(head.version, dict) else None
-            ep = EndpointObservation(endpoint=client.endpoint, reachable=True, git_version=git_version,
-                                     release=discovery.release_from_version(head.version), ready=bool(head.ready))
+    def __init__(self, clients: Sequence, profiles, cluster_client=None, tuning: Optional[Tuning] = None):
+        self.clients = list(clients)
+        self.profiles = profiles
+        self.cluster_client = cluster_client
+        self.tuning = tuning or Tuning()
+
+    def observe(self, resources=None, include=DEFAULT_INCLUDE) -> Observation:
+        scope = _Scope.of(resources, include)
+        observation = Observation()
+        workers = max(1, min(self.tuning.max_workers, 4 * max(1, len(self.clients))))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            started = [self._start(pool, _fetch_head(pool, client, self.tuning), scope) for client in self.clients]
+            served = set().union(*(s.served for s in started)) if started else set()
+            cluster = pool.submit(self._read_cluster, started, scope, STORAGE_VERSION_GROUP_VERSION in served, observation)
+            documents = [self._collect(s, observation) for s in started]
+            cluster.result()
+        for one, docs in zip(started, documents):
+            self._finish(one.endpoint, docs, scope, observation)
+        observation.endpoints = [s.endpoint for s in started]
+        return observation
+
+    def _start(self, pool, head: _Head, scope: _Scope) -> _Started:
+        """The endpoint's identity from its head requests, and its group/version documents requested."""
+        url = head.client.endpoint
+        if head.error is not None:
+            return _Started(_endpoint_failure(url, head.error), head.client)
+        try:
+            gvs = discovery.group_versions(head.api, head.apis)
+        except KubeUpgradeError as error:
+            return _Started(EndpointObservation(endpoint=url, reachable=False, error=f"apiserver {url}: {error}"), head.client)
+        git_version = head.version.get("gitVersion") if isinstance(head.version, dict) else None
+        endpoint = EndpointObservation(endpoint=url, reachable=True, git_version=git_version,
+                                       release=discovery.release_from_version(head.version), ready=bool(head.ready))
+        wanted = [gv for gv in gvs if scope.groups is None or gv[0] in scope.groups]
+        documents = [(g, v, path, pool.submit(_get, head.client, path, self.tuning)) for g, v, path in wanted]
+        return _Started(endpoint, head.client, documents, {(g, v) for g, v, _p in gvs})
+
+    @staticmethod
+    def _collect(one: _Started, observation: Observation) -> Optional[Dict[str, dict]]:
+        """The documents that answered; a failed one becomes a failed group/version of that endpoint only."""
+        if one.documents is None:
+            return None
+        docs = {}
+        for group, version, path, future in one.documents:
             try:
-                gvs = discovery.group_versions(head.api, head.apis)
-            except KubeUpgradeError as error:
-                endpoints.append(EndpointObservation(endpoint=client.endpoint, reachable=False,
-                                                     error=f"apiserver {client.endpoint}: {error}"))
-                doc_futures.append(None)
-                continue
-            served_group_versions.update((g, v) for g, v, _p in gvs)
-            if groups is not None:
-                gvs = [gv for gv in gvs if gv[0] in groups]
-            endpoints.append(ep)
-            doc_futures.append([(g, v, path, pool.submit(_get, client, path, retry, sleep)) for g, v, path in gvs])
+                docs[path] = future.result()
+            except ApiError as error:
+                one.endpoint.failed_groups.append(f"{group}/{version}" if group else version)
+                if one.endpoint.status is None and not isinstance(error, EndpointUnreachable):
+                    one.endpoint.status = error.status
+                observation.warnings.append(f"discovery of {path} failed: {error}")
+        return docs
 
-        reachable = [c for c, e in zip(clients, endpoints) if e.reachable]
-        cluster_candidates = ([cluster_client] if cluster_client is not None else []) + reachable
-        cluster_future = pool.submit(_read_cluster, cluster_candidates, include, wanted,
-                                     STORAGE_VERSION_GROUP_VERSION in served_group_versions, observation, sleep)
-
-        docs_by_endpoint: List[Optional[Dict[str, dict]]] = []
-        for ep, futures in zip(endpoints, doc_futures):
-            if futures is None:
-                docs_by_endpoint.append(None)
-                continue
-            docs = {}
-            for group, version, path, future in futures:
-                try:
-                    docs[path] = future.result()
-                except ApiError as error:
-                    ep.failed_groups.append(f"{group}/{version}" if group else version)
-                    if ep.status is None and not isinstance(error, EndpointUnreachable):
-                        ep.status = error.status
-                    observation.warnings.append(f"discovery of {path} failed: {error}")
-            docs_by_endpoint.append(docs)
-        cluster_future.result()
-
-    for ep, docs in zip(endpoints, docs_by_endpoint):
+    def _finish(self, endpoint: EndpointObservation, docs, scope: _Scope, observation: Observation) -> None:
+        """Parse the documents into resources with their storage versions mapped back from the hashes."""
         if docs is None:
-            continue
+            return
         try:
             observed = discovery.endpoint_resources(docs)
         except KubeUpgradeError as error:
-            ep.reachable = False
-            ep.error = f"apiserver {ep.endpoint}: {error}"
-            continue
-        if wanted is not None:
-            observed = {name: res for name, res in observed.items() if name in wanted}
-        ep.resources = discovery.map_storage_versions(observed, profiles, observation.crds)
-        if ep.failed_groups:
-            ep.error = (f"apiserver {ep.endpoint}: discovery failed for {', '.join(ep.failed_groups)}; "
-                        "the resources of these group/versions are not observed on this endpoint")
-    observation.endpoints = endpoints
-    return observation
+            endpoint.reachable = False
+            endpoint.error = f"apiserver {endpoint.endpoint}: {error}"
+            return
+        if scope.wanted is not None:
+            observed = {name: res for name, res in observed.items() if name in scope.wanted}
+        endpoint.resources = discovery.map_storage_versions(observed, self.profiles, observation.crds)
+        if endpoint.failed_groups:
+            endpoint.error = (f"apiserver {endpoint.endpoint}: discovery failed for {', '.join(endpoint.failed_groups)}; "
+                              "the resources of these group/versions are not observed on this endpoint")
+
+    def _read_cluster(self, started: List[_Started], scope: _Scope, storage_version_api_served: bool,
+                      observation: Observation) -> None:
+        """CRDs, APIServices, StorageStates, StorageVersions and identity Leases through the first client that answers."""
+        candidates = ([self.cluster_client] if self.cluster_client is not None else []) + [
+            s.client for s in started if s.endpoint.reachable]
+        if not candidates:
+            observation.warnings.append("cluster-wide records (CRDs, StorageStates, StorageVersions, Leases) not read: "
+                                        "no apiserver answered")
+        for index, client in enumerate(candidates):
+            try:
+                _ClusterReads(client, observation, self.tuning).read(scope, storage_version_api_served)
+                return
+            except EndpointUnreachable as error:
+                if index == len(candidates) - 1:
+                    observation.warnings.append(f"cluster-wide records not read: {error}")
 
 
-def list_all(client, path: str, query=None, retry: RetryPolicy = LIST_RETRY, sleep=time.sleep, chunk: int = LIST_CHUNK) -> List[dict]:
-    """Every item of a LIST, in chunks of ``chunk`` with ``continue``; an expired token restarts once."""
+def observe(clients: Sequence, profiles, resources=None, include=DEFAULT_INCLUDE, cluster_client=None) -> Observation:
+    """Observe every endpoint in ``clients`` (see ``Observer``), with the default tuning."""
+    return Observer(clients, profiles, cluster_client).observe(resources, include)
+
+
+def list_all(client, path: str, query=None, tuning: Optional[Tuning] = None, chunk: int = LIST_CHUNK) -> List[dict]:
+    """Every item of a LIST, in chunks of ``chunk`` with ``continue``, each page retried on faults; an expired
+    token (410) restarts the list once."""
+    policy = Tuning(retry=LIST_RETRY, sleep=(tuning or Tuning()).sleep)
     for attempt in (1, 2):
         items: List[dict] = []
         token = None
         try:
             while True:
-                params = dict(query or {})
-                params["limit"] = chunk
-                if token:
-                    params["continue"] = token
-                page = _get(client, path, retry, sleep, query=params)
+                page = _get(client, path, policy, query=dict(query or {}, limit=chunk, **({"continue": token} if token else {})))
                 items.extend(page.get("items") or [])
                 token = (page.get("metadata") or {}).get("continue")
                 if not token:
                     return items
         except ApiError as error:
-            if error.status == 410 and attempt == 1:
-                continue
-            raise
+            if error.status != 410 or attempt == 2:
+                raise
     return []  # not reached
 
 
-def _read_cluster(candidates, include, wanted, storage_version_api_served, observation: Observation, sleep) -> None:
-    """CRDs, StorageStates, StorageVersions and identity Leases through the first client that answers."""
-    for index, client in enumerate(candidates):
+class _ClusterReads:
+    """The cluster-wide LISTs of one observation, through one client."""
+
+    def __init__(self, client, observation: Observation, tuning: Tuning):
+        self.client = client
+        self.observation = observation
+        self.tuning = tuning
+
+    def read(self, scope: _Scope, storage_version_api_served: bool) -> None:
+        self.crds()
+        self.api_services()
+        if "storage_states" in scope.include:
+            self.storage_states(scope.wanted)
+        if "storage_versions" in scope.include and storage_version_api_served:
+            self.observation.storage_version_api_served = True
+            for obj in self._list_or_warn(STORAGE_VERSION_PATH, "StorageVersions"):
+                sv = storage_version_from_object(obj)
+                self.observation.storage_versions[sv.name] = sv
+        if "leases" in scope.include:
+            self.observation.identity_leases = [
+                lease_from_object(obj)
+                for obj in self._list_or_warn(LEASE_PATH, "identity Leases", {"labelSelector": IDENTITY_SELECTOR})]
+
+    def _list_or_warn(self, path, what: str, query=None) -> List[dict]:
         try:
-            _read_cluster_from(client, include, wanted, storage_version_api_served, observation, sleep)
+            return list_all(self.client, path, query=query, tuning=self.tuning)
+        except EndpointUnreachable:
+            raise
+        except ApiError as error:
+            self.observation.warnings.append(f"{what} not read: {error}")
+            return []
+
+    def crds(self) -> None:
+        self.observation.crds = {}
+        for obj in self._list_or_warn(CRD_PATH, "CustomResourceDefinitions"):
+            # Items of a typed LIST carry no apiVersion/kind (the real apiserver omits them too).
+            obj = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", **obj}
+            try:
+                crd = crds_mod.crd_from_object(obj)
+            except KubeUpgradeError as error:
+                self.observation.warnings.append(f"CustomResourceDefinition {(obj.get('metadata') or {}).get('name')}: {error}")
+                continue
+            self.observation.crds[crd.name] = crd
+
+    def api_services(self) -> None:
+        """APIServices tell which group/versions are aggregated (their objects live in another server's storage).
+
+        Always read, like CRDs: without them a failed discovery of an aggregated API could not be told
+        from a failed built-in group, and both would have to block.
+        """
+        try:
+            items = list_all(self.client, APISERVICE_PATH, tuning=self.tuning)
+        except EndpointUnreachable:
+            raise
+        except ApiError as error:
+            self.observation.warnings.append(f"APIServices not read ({error}); a group/version whose discovery fails is "
+                                             "then judged unknown even when an aggregated server serves it")
             return
-        except EndpointUnreachable as error:
-            if index == len(candidates) - 1:
-                observation.warnings.append(f"cluster-wide records not read: {error}")
-    if not candidates:
-        observation.warnings.append("cluster-wide records (CRDs, StorageStates, StorageVersions, Leases) not read: "
-                                    "no apiserver answered")
+        self.observation.api_services_read = True
+        for obj in items:
+            service = api_service_from_object(obj)
+            if service.group_version:
+                self.observation.api_services[service.group_version] = service
 
-
-def _read_cluster_from(client, include, wanted, storage_version_api_served, observation: Observation, sleep) -> None:
-    observation.crds = {}
-    for obj in _list_or_warn(client, CRD_PATH, None, observation, "CustomResourceDefinitions", sleep):
-        # Items of a typed LIST carry no apiVersion/kind (the real apiserver omits them too).
-        obj = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", **obj}
+    def storage_states(self, wanted=None) -> None:
+        """Fill ``storage_states`` and ``storage_state_crd_installed`` (404 = CRD not installed)."""
         try:
-            crd = crds_mod.crd_from_object(obj)
-        except KubeUpgradeError as error:
-            observation.warnings.append(f"CustomResourceDefinition {(obj.get('metadata') or {}).get('name')}: {error}")
-            continue
-        observation.crds[crd.name] = crd
-    read_api_services(client, observation, sleep)
-    if "storage_states" in include:
-        read_storage_states(client, observation, wanted, sleep)
-    if "storage_versions" in include and storage_version_api_served:
-        observation.storage_version_api_served = True
-        for obj in _list_or_warn(client, STORAGE_VERSION_PATH, None, observation, "StorageVersions", sleep):
-            sv = storage_version_from_object(obj)
-            observation.storage_versions[sv.name] = sv
-    if "leases" in include:
-        observation.identity_leases = [
-            lease_from_object(obj)
-            for obj in _list_or_warn(client, LEASE_PATH, {"labelSelector": IDENTITY_SELECTOR}, observation,
-                                     "identity Leases", sleep)]
-
-
-def read_api_services(client, observation: Observation, sleep=time.sleep) -> None:
-    """APIServices tell which group/versions are aggregated (their objects live in another server's storage).
-
-    Always read, like CRDs: without them a failed discovery of an aggregated API could not be told
-    from a failed built-in group, and both would have to block.
-    """
-    try:
-        items = list_all(client, APISERVICE_PATH, sleep=sleep)
-    except EndpointUnreachable:
-        raise
-    except ApiError as error:
-        observation.warnings.append(f"APIServices not read ({error}); a group/version whose discovery fails is "
-                                    "then judged unknown even when an aggregated server serves it")
-        return
-    observation.api_services_read = True
-    for obj in items:
-        service = api_service_from_object(obj)
-        if service.group_version:
-            observation.api_services[service.group_version] = service
+            items = list_all(self.client, STORAGE_STATE_PATH, tuning=self.tuning)
+        except EndpointUnreachable:
+            raise
+        except ApiError as error:
+            if error.status == 404:
+                self.observation.storage_state_crd_installed = False
+                return
+            self.observation.warnings.append(f"StorageState records not read ({error}); every resource counts as Unknown")
+            return
+        self.observation.storage_state_crd_installed = True
+        for obj in items:
+            record = records_mod.record_from_object(obj)
+            if wanted is None or record.name in wanted:
+                self.observation.storage_states[record.name] = record
 
 
 def api_service_from_object(obj: dict) -> ObservedApiService:
@@ -324,11 +387,11 @@ def _list_path(observed) -> str:
     return f"/api/{version}/{gr.resource}" if not gr.group else f"/apis/{gr.group}/{version}/{gr.resource}"
 
 
-def _count_one(client, observed, sleep) -> ObjectCount:
+def _count_one(client, observed, tuning: Tuning) -> ObjectCount:
     try:
         page = call_with_retries(
             lambda: client.request("GET", _list_path(observed), query={"limit": 1}, accept=METADATA_ACCEPT).json(),
-            DISCOVERY_RETRY, sleep=sleep)
+            tuning.retry, sleep=tuning.sleep)
     except ApiError as error:
         if is_decode_failure(error.status, error.api_message):
             return ObjectCount(observed.name, present=True, undecodable=True, endpoint=client.endpoint,
@@ -340,8 +403,7 @@ def _count_one(client, observed, sleep) -> ObjectCount:
     return ObjectCount(observed.name, present=present, endpoint=client.endpoint)
 
 
-def count_objects(clients: Sequence, observation: Observation, names, sleep=time.sleep,
-                  max_workers: int = MAX_WORKERS) -> Dict[str, ObjectCount]:
+def count_objects(clients: Sequence, observation: Observation, names, tuning: Optional[Tuning] = None) -> Dict[str, ObjectCount]:
     """Whether each resource in ``names`` has objects stored: one metadata LIST with ``limit=1`` each.
 
     Asked of an apiserver whose discovery of the resource's group is complete; a resource no running
@@ -358,40 +420,12 @@ def count_objects(clients: Sequence, observation: Observation, names, sleep=time
                                        "cannot be listed through the API")
             continue
         jobs.append((by_endpoint[server.endpoint], server.resources[name]))
+    tuning = tuning or Tuning()
     if jobs:
-        with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(jobs)))) as pool:
-            for count in pool.map(lambda job: _count_one(job[0], job[1], sleep), jobs):
+        with ThreadPoolExecutor(max_workers=max(1, min(tuning.max_workers, len(jobs)))) as pool:
+            for count in pool.map(lambda job: _count_one(job[0], job[1], tuning), jobs):
                 counts[count.resource] = count
     return counts
-
-
-def read_storage_states(client, observation: Observation, wanted=None, sleep=time.sleep) -> None:
-    """Fill ``storage_states`` and ``storage_state_crd_installed`` (404 = CRD not installed)."""
-    try:
-        items = list_all(client, STORAGE_STATE_PATH, sleep=sleep)
-    except EndpointUnreachable:
-        raise
-    except ApiError as error:
-        if error.status == 404:
-            observation.storage_state_crd_installed = False
-            return
-        observation.warnings.append(f"StorageState records not read ({error}); every resource counts as Unknown")
-        return
-    observation.storage_state_crd_installed = True
-    for obj in items:
-        record = records_mod.record_from_object(obj)
-        if wanted is None or record.name in wanted:
-            observation.storage_states[record.name] = record
-
-
-def _list_or_warn(client, path, query, observation: Observation, what: str, sleep) -> List[dict]:
-    try:
-        return list_all(client, path, query=query, sleep=sleep)
-    except EndpointUnreachable:
-        raise
-    except ApiError as error:
-        observation.warnings.append(f"{what} not read: {error}")
-        return []
 
 
 def storage_version_from_object(obj: dict) -> ObservedStorageVersion:

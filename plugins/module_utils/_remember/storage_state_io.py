@@ -96,10 +96,8 @@ def ensure_crd(client, install: bool, check_mode: bool, timeout: float = 60.0, s
 
 def read_records(client) -> Dict[str, dict]:
     """Every StorageState object by name (raw objects: their resourceVersion guards the writes)."""
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import list_all
-
     try:
-        items = list_all(client, STATES_PATH)
+        items = client.list_all(STATES_PATH)
     except ApiError as error:
         if error.status == 404:
             return {}

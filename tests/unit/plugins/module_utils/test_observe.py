@@ -23,6 +23,9 @@ def no_sleep(_seconds):
     return None
 
 
+TUNING = observe.Tuning(sleep=no_sleep)
+
+
 def cluster_routes():
     crd = recorded("crd/09-get-crd-storedVersions-v1alpha1-v1.json")["body"]
     return {
@@ -51,7 +54,7 @@ def gv_count():
 
 def test_every_endpoint_reports_every_recorded_hash_mapped_back():
     clients, cluster = make_clients()
-    obs = observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     assert [e.endpoint for e in obs.endpoints] == EP
     for ep in obs.endpoints:
         assert ep.reachable and ep.ready and ep.complete, ep.error
@@ -70,7 +73,7 @@ def test_every_endpoint_reports_every_recorded_hash_mapped_back():
 
 def test_request_budget_is_four_plus_one_per_group_version():
     clients, cluster = make_clients()
-    observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     expected = 4 + gv_count()
     for client in clients:
         paths = client.requests_to()
@@ -81,7 +84,7 @@ def test_request_budget_is_four_plus_one_per_group_version():
 
 def test_cluster_wide_records_are_read():
     clients, cluster = make_clients()
-    obs = observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     assert obs.crds["widgets.example.com"].stored_versions == ["v1alpha1", "v1"]
     assert obs.storage_state_crd_installed
     assert obs.storage_states["configmaps"].persisted_hashes == ["qFsyl6wFWjQ="]
@@ -95,7 +98,7 @@ def test_cluster_wide_records_are_read():
 
 def test_include_limits_cluster_reads_but_crds_are_always_read():
     clients, cluster = make_clients()
-    obs = observe.observe(clients, PROFILES, include=(), cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe(include=())
     assert {p for _m, p in cluster.requests_to()} == {observe.CRD_PATH, observe.APISERVICE_PATH}
     assert obs.crds and not obs.storage_states and not obs.identity_leases
 
@@ -104,7 +107,7 @@ def test_storage_versions_are_not_listed_when_not_served():
     apis = copy.deepcopy(discovery_routes()["/apis"][1])
     apis["groups"] = [g for g in apis["groups"] if g["name"] != "internal.apiserver.k8s.io"]
     clients, cluster = make_clients({i: {"/apis": (200, apis)} for i in range(3)})
-    obs = observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     assert not obs.storage_version_api_served
     assert observe.STORAGE_VERSION_PATH not in {p for _m, p in cluster.requests_to()}
 
@@ -113,14 +116,14 @@ def test_cluster_reads_default_to_the_first_reachable_endpoint():
     clients, _unused = make_clients({0: {"/version": unreachable()}}, cluster=False)
     for client in clients:
         client.routes.update(cluster_routes())
-    obs = observe.observe(clients, PROFILES, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, None, TUNING).observe()
     assert obs.crds and ("GET", observe.CRD_PATH) in clients[1].requests_to()
 
 
 def test_storage_state_crd_missing_is_reported_not_raised():
     clients, cluster = make_clients()
     del cluster.routes[observe.STORAGE_STATE_PATH]
-    obs = observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     assert not obs.storage_state_crd_installed and obs.storage_states == {}
 
 
@@ -132,7 +135,7 @@ def test_storage_state_crd_missing_is_reported_not_raised():
 def test_unreachable_or_unauthorised_endpoint_is_reported(route, status, words):
     bad = {path: route for path in discovery_routes()}
     clients, cluster = make_clients({1: bad})
-    obs = observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     ep = obs.endpoints[1]
     assert not ep.reachable and ep.status == status and not ep.resources
     assert EP[1] in ep.error and words in ep.error
@@ -143,7 +146,7 @@ def test_unreachable_or_unauthorised_endpoint_is_reported(route, status, words):
 
 def test_text_plain_404_for_a_group_version_goes_into_failed_groups():
     clients, cluster = make_clients({2: {"/apis/apps/v1": (404, "404 page not found\n", {"Content-Type": "text/plain"})}})
-    obs = observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     ep = obs.endpoints[2]
     assert ep.reachable and not ep.complete
     assert ep.failed_groups == ["apps/v1"] and ep.status == 404
@@ -161,26 +164,26 @@ def test_transient_failures_are_retried_once_per_document():
         return discovery_routes()[path]
 
     clients, cluster = make_clients({0: {"/apis/batch/v1": flaky}})
-    obs = observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     assert obs.endpoints[0].complete and "jobs.batch" in obs.endpoints[0].resources
     assert calls == ["/apis/batch/v1", "/apis/batch/v1"]
 
 
 def test_not_ready_endpoint_is_reachable_but_not_ready():
     clients, cluster = make_clients({0: {"/readyz": recorded_route("startup/startup-apiserver2-readyz-500.json")}})
-    obs = observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     assert obs.endpoints[0].reachable and not obs.endpoints[0].ready and obs.endpoints[1].ready
 
 
 def test_aggregated_answer_is_refused_not_read_as_no_hashes():
     clients, cluster = make_clients({0: {"/apis": recorded_route("discovery/apis-aggregated-v2.json")}})
-    obs = observe.observe(clients, PROFILES, cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
     assert not obs.endpoints[0].reachable and "aggregated" in obs.endpoints[0].error
 
 
 def test_resources_limit_discovery_to_their_groups():
     clients, cluster = make_clients()
-    obs = observe.observe(clients, PROFILES, resources=["deployments.apps", "pods"], cluster_client=cluster, sleep=no_sleep)
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe(resources=["deployments.apps", "pods"])
     assert set(obs.endpoints[0].resources) == {"deployments.apps", "pods"}
     assert sorted(p for _m, p in clients[0].requests_to() if p.startswith("/api/") or p.startswith("/apis/")) == \
         ["/api/v1", "/apis/apps/v1"]
@@ -189,7 +192,7 @@ def test_resources_limit_discovery_to_their_groups():
 def test_list_follows_continue_tokens():
     pages = {None: {"items": [{"n": 1}], "metadata": {"continue": "abc"}}, "abc": {"items": [{"n": 2}], "metadata": {}}}
     client = FakeApiClient(CLUSTER, {"/x": lambda m, p, q, b: (200, pages[q.get("continue")])})
-    assert observe.list_all(client, "/x", chunk=1, sleep=no_sleep) == [{"n": 1}, {"n": 2}]
+    assert observe.list_all(client, "/x", chunk=1, tuning=TUNING) == [{"n": 1}, {"n": 2}]
     assert [q["limit"] for _e, _m, _p, q, _b in client.log] == [1, 1]
 
 
@@ -205,7 +208,7 @@ def test_list_restarts_once_on_expired_continue_token():
         return 200, {"items": [{"n": 1}], "metadata": {"continue": "t"}}
 
     client = FakeApiClient(CLUSTER, {"/x": answer})
-    assert observe.list_all(client, "/x", sleep=no_sleep) == [{"n": 1}, {"n": 2}]
+    assert observe.list_all(client, "/x", tuning=TUNING) == [{"n": 1}, {"n": 2}]
 
 
 def test_storage_version_and_lease_parsing():

@@ -667,3 +667,47 @@ def test_resource_new_in_the_target_is_not_a_disagreement_mid_upgrade():
     observation = Observation(endpoints=[endpoint(EP1, target, {name: stored}), endpoint(EP2, running, {})],
                               storage_states={name: record(name, stored)})
     assert one(observation, Target(release=PROFILES.get(target)), name).verdict == SAFE
+
+
+# ---- measured beats remembered: an etcd audit instead of records ---------------------------------------------
+
+def _audit(entries, filtered_out=0):
+    return {"resources": entries, "measured_at": "2026-11-21T14:58:00Z", "filtered_out": filtered_out}
+
+
+def _audited(name, *versions, names=(), unreadable=0):
+    return {"objects": 3, "hashes": [hash_of(name, v) for v in versions], "unreadable": unreadable,
+            "unreadable_reasons": {"garbage after the envelope": unreadable} if unreadable else {},
+            "unreadable_names": ["demo/broken"] if unreadable else [], "not_readable_names": list(names)}
+
+
+def test_audit_replaces_unknown_records_with_measured_versions():
+    observation = Observation(endpoints=[endpoint(EP1, "1.32", {"deployments.apps": "v1"})], storage_states={})
+    item = one(observation, Target(release=PROFILES.get("1.32")), "deployments.apps",
+               audit=_audit({"deployments.apps": _audited("deployments.apps", "v1")}))
+    assert item.verdict == SAFE and item.persisted_hashes == [hash_of("deployments.apps", "v1")]
+    assert item.measured == "2026-11-21T14:58:00Z" and item.unresolved_hashes == []
+
+
+def test_audit_names_the_objects_a_target_cannot_read():
+    name, running, target, old, current = _migratable_case()
+    observation = Observation(endpoints=[endpoint(EP1, running, {name: current})], storage_states={})
+    item = one(observation, Target(release=PROFILES.get(target)), name,
+               audit=_audit({name: _audited(name, old, current, names=["demo/a", "demo/b"])}))
+    assert item.verdict == NEEDS_MIGRATION and "In etcd: demo/a, demo/b." in item.reason
+    assert item.objects_named == ["demo/a", "demo/b"]
+
+
+def test_audit_without_the_resource_means_nothing_stored_unless_it_was_filtered():
+    observation = Observation(endpoints=[endpoint(EP1, "1.32", {"deployments.apps": "v1"})], storage_states={})
+    complete = one(observation, Target(release=PROFILES.get("1.32")), "deployments.apps", audit=_audit({}))
+    assert complete.verdict == SAFE and complete.measured
+    filtered = one(observation, Target(release=PROFILES.get("1.32")), "deployments.apps", audit=_audit({}, filtered_out=5))
+    assert filtered.verdict == UNKNOWN and "no StorageState record" in filtered.reason and filtered.measured is None
+
+
+def test_audit_with_unreadable_values_is_unknown_and_says_why():
+    observation = Observation(endpoints=[endpoint(EP1, "1.32", {"deployments.apps": "v1"})], storage_states={})
+    item = one(observation, Target(release=PROFILES.get("1.32")), "deployments.apps",
+               audit=_audit({"deployments.apps": _audited("deployments.apps", "v1", unreadable=1)}))
+    assert item.verdict == UNKNOWN and "could not be read in etcd (garbage after the envelope (1)): demo/broken" in item.reason

@@ -52,3 +52,16 @@ def test_unreachable_target_endpoint_is_one_clear_error(run_module, fake_cluster
         fake_cluster.routes["https://10.0.0.99:6443"][path] = unreachable()
     failed, result = run_module(module, {**BASE_ARGS, "target_endpoint": "https://10.0.0.99:6443"})
     assert failed and "10.0.0.99" in result["msg"] and "target_endpoint" in result["msg"]
+
+
+def test_audit_that_is_not_an_audit_result_is_one_clear_error(run_module, fake_cluster):
+    for audit in ("yes", {"summary": "x"}, {"resources": {}, "measured_at": "t", "failed": True}):
+        failed, result = run_module(module, {**BASE_ARGS, "target_release": "1.33", "audit": audit})
+        assert failed and result["msg"].startswith("audit"), result["msg"]
+        assert fake_cluster.log == [], "a request was sent before the option was checked"
+
+
+def test_accept_without_a_reason_is_refused_before_any_request(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "target_release": "1.33", "accept": {"secrets": ""}})
+    assert failed and "accept" in result["msg"] and "needs a reason" in result["msg"]
+    assert fake_cluster.log == []
