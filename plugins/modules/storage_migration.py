@@ -191,8 +191,8 @@ options:
         stored in a version other than the current one, none unreadable. Otherwise the objects are rewritten, the
         record is left as it is (C(record) says why) and a warning is given; set the record from a new audit with
         M(kubeupgrade.storage.storage_state) O(kubeupgrade.storage.storage_state#module:audit).
-      - Take the audit after every apiserver agrees on the storage version (M(kubeupgrade.storage.storage_version_agreement)):
-        an object written later by an apiserver with an older storage version is not in the list.
+      - Take the audit after every apiserver agrees on the storage version (M(kubeupgrade.storage.storage_version_agreement)),
+        since an object written later by an apiserver with an older storage version is not in the list.
     type: raw
 attributes:
   check_mode:

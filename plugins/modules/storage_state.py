@@ -202,8 +202,8 @@ def remove(module: KubeUpgradeModule, observation, cluster) -> dict:
         "records": [c.to_dict() for c in changes],
         "crd_installed": False,
         "unreachable_endpoints": [e.endpoint for e in observation.endpoints if not e.reachable],
-        "msg": ("would remove " if module.check_mode else "removed ") + f"{len(removed)} StorageState record(s)"
-               + (f": {', '.join(c.name for c in removed)}" if removed else ""),
+        "msg": (("would remove " if module.check_mode else "removed ") + f"{len(removed)} StorageState record(s)"
+                + (f": {', '.join(c.name for c in removed)}" if removed else "")),
     }
     if module.diff_mode:
         result["diff"] = {"before": {c.name: c.before for c in removed}, "after": {c.name: None for c in removed}}
