@@ -174,6 +174,26 @@ options:
       - Default is C(~/.ansible/tmp/kubeupgrade-storage-migration), or the module's temporary directory if that
         cannot be created. A directory that cannot be written is an error before any request.
     type: path
+  objects_from_audit:
+    description:
+      - The registered result of M(kubeupgrade.storage.storage_version_audit) run with
+        O(kubeupgrade.storage.storage_version_audit#module:target_release) (or
+        O(kubeupgrade.storage.storage_version_audit#module:readable_versions)) and
+        O(kubeupgrade.storage.storage_version_audit#module:names_limit=-1). Only the objects it lists (stored in a
+        version its target cannot decode) are rewritten, each with one GET (for its C(uid) and C(resourceVersion))
+        and the same minimal write as the full migration; a resource without listed objects costs no request, and
+        with none listed at all the task makes no request. O(resources) narrows it further.
+      - Refused, naming the resources, when the audit listed only the first names of some resource (its
+        O(kubeupgrade.storage.storage_version_audit#module:names_limit) cut the list), or was not judged against a
+        target. Client-side only (O(backend=client) or V(auto)); not with O(select=from_check) or V(from_records).
+      - The StorageState record becomes C([current]) (and a CRD's C(storedVersions) is pruned) only when every listed
+        object was rewritten, found rewritten by someone else (409) or gone (404) and the audit listed every object
+        stored in a version other than the current one, none unreadable. Otherwise the objects are rewritten, the
+        record is left as it is (C(record) says why) and a warning is given; set the record from a new audit with
+        M(kubeupgrade.storage.storage_state) O(kubeupgrade.storage.storage_state#module:audit).
+      - Take the audit after every apiserver agrees on the storage version (M(kubeupgrade.storage.storage_version_agreement)),
+        since an object written later by an apiserver with an older storage version is not in the list.
+    type: raw
 attributes:
   check_mode:
     description: Reports what would be migrated and by which backend; writes nothing.
@@ -212,6 +232,21 @@ EXAMPLES = r"""
   kubeupgrade.storage.storage_migration:
     select: from_records
 
+- name: Audit etcd for objects that Kubernetes 1.33 cannot decode, listing every one
+  kubeupgrade.storage.storage_version_audit:
+    etcd_endpoints: [https://127.0.0.1:2379]
+    etcd_ca_cert: /etc/kubernetes/pki/etcd/ca.crt
+    etcd_client_cert: /etc/kubernetes/pki/apiserver-etcd-client.crt
+    etcd_client_key: /etc/kubernetes/pki/apiserver-etcd-client.key
+    target_release: "1.33"
+    names_limit: -1
+  become: true
+  register: audit
+
+- name: Rewrite only those objects
+  kubeupgrade.storage.storage_migration:
+    objects_from_audit: "{{ audit }}"
+
 - name: Only report what would be migrated
   kubeupgrade.storage.storage_migration:
     resources: [flowschemas.flowcontrol.apiserver.k8s.io]
@@ -246,8 +281,15 @@ migrations:
       type: str
       sample: succeeded
     verified:
-      description: This run went over every object (or the cluster-side controller reported success) and none failed.
+      description:
+        - This run went over every object (or the cluster-side controller reported success) and none failed.
+        - With O(objects_from_audit) - every listed object was rewritten and the audit listed every object stored in
+          a non-current version.
       type: bool
+    objects_from_audit:
+      description: How many objects the audit listed for this resource (with O(objects_from_audit) only).
+      type: int
+      sample: 12
     objects_failed:
       description: Objects that failed (client-side only).
       type: int
@@ -345,6 +387,7 @@ def argument_spec() -> dict:
         "lock_duration": {"type": "int", "default": 30},
         "checkpoint_dir": {"type": "path"},
         "progress_file": {"type": "path"},
+        "objects_from_audit": {"type": "raw"},
     }
 
 

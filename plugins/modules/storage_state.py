@@ -50,6 +50,22 @@ options:
     type: str
     choices: [present, absent]
     default: present
+  audit:
+    description:
+      - The registered result of M(kubeupgrade.storage.storage_version_audit). With it, each record the audit
+        measured is set from what etcd really holds instead of being remembered - C(persistedStorageVersionHashes)
+        becomes exactly the storage version hashes found, or C([current]) when nothing else (or nothing) is stored;
+        C(Unknown) stays when some stored value could not be read. The record is annotated with when
+        (C(storage.kubeupgrade.io/measured-at), the audit's C(measured_at)) and where
+        (C(storage.kubeupgrade.io/measured-from), the etcd endpoint and prefix) it was measured.
+      - A hash that an apiserver reports now but that etcd did not hold is kept (objects may be written in it after the
+        measurement, while apiservers disagree). A record already set from a later audit is not set from an older one.
+      - A resource the audit did not measure keeps the usual bookkeeping (C(Unknown) for a new record) - when the audit
+        was limited to some O(kubeupgrade.storage.storage_version_audit#module:resources), or found keys outside the
+        apiserver's key layout (they might belong to it).
+      - The value is checked before any request; anything that is not a successful audit result is an error.
+      - Only with O(state=present).
+    type: raw
 attributes:
   check_mode:
     description: Reports which records would be created or updated and writes nothing.
@@ -70,6 +86,19 @@ EXAMPLES = r"""
 - name: Remove the records of resources that no apiserver serves any more (left from an earlier release)
   kubeupgrade.storage.storage_state:
     state: absent
+
+- name: Measure what etcd holds (on a control-plane node holding etcd client certificates)
+  kubeupgrade.storage.storage_version_audit:
+    etcd_endpoints: [https://127.0.0.1:2379]
+    etcd_ca_cert: /etc/kubernetes/pki/etcd/ca.crt
+    etcd_client_cert: /etc/kubernetes/pki/apiserver-etcd-client.crt
+    etcd_client_key: /etc/kubernetes/pki/apiserver-etcd-client.key
+  become: true
+  register: audit
+
+- name: Set the records from the measurement instead of starting them as Unknown
+  kubeupgrade.storage.storage_state:
+    audit: "{{ audit }}"
 
 - name: Only two resources, without installing the CRD
   kubeupgrade.storage.storage_state:
@@ -93,7 +122,9 @@ records:
       type: str
       sample: created
     before:
-      description: The record's status (and observed-hashes annotation) before; null when it did not exist.
+      description:
+        - The record's status before (and its observed-hashes annotation as C(observed_hashes), and when set from an
+          audit C(measured_at) and C(measured_from)); null when it did not exist.
       type: dict
       sample: null
     after:
@@ -137,7 +168,20 @@ def argument_spec() -> dict:
         "install_crd": {"type": "bool", "default": True},
         "heartbeat_interval": {"type": "int", "default": 600},
         "state": {"type": "str", "choices": ["present", "absent"], "default": "present"},
+        "audit": {"type": "raw"},
     }
+
+
+def measurement(params: dict):
+    """The ``audit`` option, validated before any request (None when not given)."""
+    if params.get("audit") is None:
+        return None
+    if params["state"] == "absent":
+        raise ConfigurationError("audit sets records (state=present); it cannot be used with state=absent.")
+    try:
+        return records.measurement_from_audit(params["audit"])
+    except ValueError as error:
+        raise ConfigurationError(f"audit {error}.") from None
 
 
 def remove(module: KubeUpgradeModule, observation, cluster) -> dict:
@@ -170,6 +214,7 @@ def run(module: KubeUpgradeModule) -> dict:
     params = module.params
     if params["heartbeat_interval"] < 1:
         raise ConfigurationError(f"heartbeat_interval must be at least 1 second, got {params['heartbeat_interval']}.")
+    measured = measurement(params)
     cluster = module.client()
     wanted = None if params["state"] == "absent" else params["resources"] or None
     observation = observe(module.endpoint_clients(), load_profiles(), resources=wanted, include=(), cluster_client=cluster)
@@ -194,7 +239,11 @@ def run(module: KubeUpgradeModule) -> dict:
     for name in params["resources"] or []:
         if name not in observed:
             module.warn(f"no reachable apiserver reports a storage hash for {name}; its record is left as it is")
-    changes = storage_state_io.apply_plans(cluster, observed, existing, params["heartbeat_interval"], module.check_mode)
+    if measured is not None and not measured.covers_absent:
+        module.warn("the audit was limited to some resources or found keys outside the apiserver's key layout: resources "
+                    "it did not count keep their remembered records (Unknown for a new one)")
+    options = storage_state_io.ApplyOptions(params["heartbeat_interval"], module.check_mode, measurement=measured)
+    changes = storage_state_io.apply_records(cluster, observed, existing, options)
     changed_records = [c for c in changes if c.action != storage_state_io.UNCHANGED]
     counts = {action: sum(1 for c in changes if c.action == action)
               for action in (storage_state_io.CREATED, storage_state_io.UPDATED, storage_state_io.UNCHANGED)}

@@ -41,6 +41,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources impo
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryClock, RetryPolicy, call_with_retries
 
 FIELD_MANAGER = "kubeupgrade-storage-migrator"
+METADATA_OBJECT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 APPLY_PATCH = "application/apply-patch+yaml"
 MAX_LIST_RESTARTS = 3
@@ -438,6 +439,55 @@ class ClientMigrator:
             self._pass(None)
         if self.store is not None:
             self.store.remove(wanted)
+        self.progress.verified = self.progress.failed == 0
+        return self.progress
+
+
+class ObjectListMigrator(ClientMigrator):
+    """Rewrites only named objects (an audit's list): a GET for the identity and preconditions, then the
+    same minimal write as the full loop. Requests are proportional to the names, never to the resource.
+
+    ``progress.verified`` is True when every named object was rewritten, found rewritten by someone else
+    (409) or gone (404): whether that makes the whole resource current is the caller's question.
+    """
+
+    def _fetch_once(self, namespace: Optional[str], name: str) -> dict:
+        self.limiter.acquire()
+        return self.client.request("GET", self.target.object_path(namespace, name), accept=METADATA_OBJECT,
+                                   timeout=self._request_timeout()).json()
+
+    def _rewrite(self, label: str) -> None:
+        if self._stop.is_set():
+            return
+        namespace, _sep, name = label.rpartition("/")
+        try:
+            item = self._call(functools.partial(self._fetch_once, namespace or None, name))
+        except DeadlineExceeded:
+            self._timed_out.set()
+            self._stop.set()
+            return
+        except ApiError as error:
+            if error.status == 404:
+                self._count("gone")
+                return
+            self._record_failure(error, {"metadata": {"namespace": namespace or None, "name": name}})
+            return
+        with self._lock:
+            self.progress.objects_listed += 1
+        self._write(item)
+
+    def run_objects(self, labels: List[str]) -> ClientProgress:
+        """Rewrite the named objects (``namespace/name`` or ``name``) in chunks of ``chunk_size``, checking the
+        deadline, the stop signal and the agreement gate between chunks."""
+        last_gate = self.deadline.clock()
+        size = max(1, int(self.options.chunk_size))
+        with ThreadPoolExecutor(max_workers=self.options.concurrency) as workers:
+            for start in range(0, len(labels), size):
+                chunk = labels[start:start + size]
+                self.progress.objects_remaining = len(labels) - start - len(chunk)
+                list(workers.map(self._rewrite, chunk))
+                self._after_chunk(None)
+                last_gate = self._between_chunks(last_gate)
         self.progress.verified = self.progress.failed == 0
         return self.progress
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model as audit_model
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import stored_versions_errors
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObservedCrd
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -353,3 +354,75 @@ def describe_disagreement(resource: str, agreement, expected: Optional[str] = No
         if endpoints:
             text += f"; {label}: {', '.join(endpoints)}"
     return text
+
+
+# -- object-level migration from an etcd audit -----------------------------------------------------------------
+
+AUDIT_HINT = ("give the registered result of kubeupgrade.storage.storage_version_audit run with target_release "
+              "(or readable_versions) and names_limit: -1")
+
+
+@dataclass
+class ObjectPlan:
+    """The objects an audit found in a version its target cannot decode, per resource (``ns/name`` or ``name``).
+
+    ``objects`` holds only resources with listed objects: a resource without any costs no request.
+    """
+
+    objects: Dict[str, List[str]] = field(default_factory=dict)
+    skipped: List[dict] = field(default_factory=list)  # [{resource, reason}] of resources filtered out by ``resources``
+    measured_at: str = ""
+
+
+def _check_audit(audit) -> Dict[str, dict]:
+    if not isinstance(audit, dict):
+        raise ValueError(f"must be a dict, got {type(audit).__name__}; {AUDIT_HINT}")
+    if audit.get("failed") or audit.get("skipped"):
+        raise ValueError("is a failed or skipped audit: nothing was measured; fix the audit task and run again")
+    resources = audit.get("resources")
+    if not isinstance(resources, dict) or not isinstance(audit.get("keys_scanned"), int):
+        raise ValueError(f"is not a storage_version_audit result (no resources, keys_scanned); {AUDIT_HINT}")
+    if any(not isinstance(e, dict) for e in resources.values()):
+        raise ValueError(f"has resources that are not audit entries; {AUDIT_HINT}")
+    if not any(e.get("judged") for e in resources.values()) and audit.get("not_readable") is None:
+        raise ValueError("was not judged against a target, so it lists no object to migrate: run the audit with "
+                         "target_release (or readable_versions) and names_limit: -1")
+    return resources
+
+
+def objects_from_audit(audit, requested: Optional[List[str]] = None) -> ObjectPlan:
+    """The object-level plan: validated before any request. Raises ValueError (the caller names the option)
+    when the audit is not one, or when a name list was cut at ``names_limit`` (migrating only the first N
+    would leave the rest behind while looking done)."""
+    _check_audit(audit)
+    listed = audit_model.objects_from_audit(audit)
+    wanted = [GroupResource.parse(n).name for n in requested] if requested else None
+    truncated = [n for n in audit_model.truncated_from_audit(audit) if wanted is None or n in wanted]
+    if truncated:
+        raise ValueError(f"lists only the first names of {', '.join(truncated)} (names_limit): run the audit with "
+                         "names_limit: -1 so that every object is listed")
+    result = ObjectPlan(measured_at=str(audit.get("measured_at") or ""))
+    for name in sorted(listed):
+        if wanted is not None and name not in wanted:
+            result.skipped.append({"resource": name, "reason": "not in resources"})
+        elif listed[name]:
+            result.objects[name] = list(listed[name])
+    return result
+
+
+def audit_listed_every_old_object(entry: Optional[dict], current_hash: Optional[str]) -> Tuple[bool, str]:
+    """Whether rewriting the listed objects leaves only ``current_hash`` stored: every object in another version
+    must be among the listed ones (stored in a version the target cannot decode), none unreadable, none cut."""
+    if not entry or not current_hash:
+        return False, "the audit has no entry for it"
+    if entry.get("unreadable"):
+        return False, f"{entry['unreadable']} stored values could not be read by the audit"
+    if (entry.get("not_readable") or 0) > len(entry.get("not_readable_names") or []):
+        return False, "the audit listed only the first names"
+    readable = set(entry.get("readable_versions") or [])
+    unlisted = [v["api_version"] for v in entry.get("versions") or []
+                if v.get("hash") != current_hash and v.get("api_version", "").rpartition("/")[2] in readable]
+    if unlisted:
+        return False, (f"objects stored as {', '.join(unlisted)} are not current but the target can read them, so the "
+                       "audit did not list them")
+    return True, ""

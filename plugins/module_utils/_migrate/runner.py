@@ -69,6 +69,7 @@ class Run:
     identity: Optional[mig.RunIdentity] = None
     status: Optional[StatusFile] = None
     stop: Optional[StopSignal] = None
+    objects: Optional[plan.ObjectPlan] = None  # objects_from_audit: only these objects are rewritten
 
 
 # -- options ---------------------------------------------------------------------------------------------------
@@ -80,7 +81,9 @@ _MINIMUMS = (("timeout", 1), ("concurrency", 1), ("chunk_size", 1), ("poll_inter
 def check_params(params: dict) -> None:
     """Argument errors AnsibleModule cannot express, found before any request."""
     select = params["select"]
-    if select == plan.RESOURCES and not params["resources"]:
+    if params.get("objects_from_audit") is not None:
+        _check_object_mode(params)
+    elif select == plan.RESOURCES and not params["resources"]:
         raise ConfigurationError("Set 'resources' (for example [secrets, widgets.example.com]), or select: "
                                  "from_records or from_check.")
     if select != plan.RESOURCES and params["resources"]:
@@ -101,6 +104,25 @@ def check_params(params: dict) -> None:
     if 0 < params["qps"] < 0.01:
         raise ConfigurationError(f"'qps' {params['qps']} allows one request every {1 / params['qps']:.0f}s; "
                                  "give at least 0.01, or 0 for no limit.")
+
+
+def _check_object_mode(params: dict) -> None:
+    if params["select"] != plan.RESOURCES:
+        raise ConfigurationError(f"objects_from_audit chooses what to migrate: it cannot be combined with select: "
+                                 f"{params['select']} (leave select at resources; resources then narrows it).")
+    if params["backend"] not in (plan.AUTO, plan.CLIENT):
+        raise ConfigurationError(f"objects_from_audit rewrites single objects, which only the client-side migrator can "
+                                 f"do: use backend: client (or auto), not {params['backend']}.")
+
+
+def object_plan(params: dict) -> Optional[plan.ObjectPlan]:
+    """``objects_from_audit`` checked and planned before any request."""
+    if params.get("objects_from_audit") is None:
+        return None
+    try:
+        return plan.objects_from_audit(params["objects_from_audit"], params["resources"] or None)
+    except ValueError as error:
+        raise ConfigurationError(f"objects_from_audit {error}.") from None
 
 
 def _store(mod, params) -> cp.FileStore:
@@ -127,7 +149,10 @@ def _served(observation) -> set:
 def _select(run: Run):
     params = run.params
     requested = [GroupResource.parse(n).name for n in params["resources"]]
-    given = plan.SelectionInput(mode=params["select"], requested=requested, records=run.observation.storage_states,
+    records = run.observation.storage_states
+    if run.objects is not None:  # measured beats remembered: a record saying [current] does not skip listed objects
+        requested, records = list(run.objects.objects), {}
+    given = plan.SelectionInput(mode=params["select"], requested=requested, records=records,
                                 crds=run.observation.crds, served=_served(run.observation))
     if params["select"] == plan.FROM_CHECK:
         given.verdicts = _verdicts(run)
@@ -228,17 +253,42 @@ def _client_side(run: Run, name: str, entry: dict, crd: Optional[dict]) -> None:
 
     hooks = mig.Hooks(gate=gate_for(run, name), gate_interval=params["poll_interval"], should_stop=run.stop,
                       on_progress=on_progress)
+    if run.objects is not None:
+        listed = mig.ObjectListMigrator(run.cluster, target, options, run.identity, None)
+        _listed_objects(run, name, entry, listed.configure(run.deadline, hooks))
+        return
     migrator = mig.ClientMigrator(run.cluster, target, options, run.identity, run.store)
     migrator.configure(run.deadline, hooks)
     try:
         progress = migrator.run()
     finally:
-        counters = migrator.progress
-        entry.update(objects_migrated=counters.objects_migrated, objects_remaining=counters.objects_remaining,
-                     objects_failed=counters.failed, failed_objects=list(counters.failures),
-                     progress=mig.progress_fields(counters))
+        _counters(entry, migrator.progress)
     entry["verified"] = progress.verified
     entry["status"] = plan.SUCCEEDED if progress.verified else FAILED
+
+
+def _counters(entry: dict, counters) -> None:
+    entry.update(objects_migrated=counters.objects_migrated, objects_remaining=counters.objects_remaining,
+                 objects_failed=counters.failed, failed_objects=list(counters.failures),
+                 progress=mig.progress_fields(counters))
+
+
+def _listed_objects(run: Run, name: str, entry: dict, migrator) -> None:
+    """Rewrite only the objects the audit listed; ``verified`` (the record may say [current]) also needs the
+    audit to have listed every object of the resource stored in a non-current version."""
+    names = run.objects.objects[name]
+    entry["objects_from_audit"] = len(names)
+    try:
+        progress = migrator.run_objects(names)
+    finally:
+        _counters(entry, migrator.progress)
+    complete, why = plan.audit_listed_every_old_object(run.params["objects_from_audit"]["resources"].get(name),
+                                                       run.current[name])
+    entry["status"] = plan.SUCCEEDED if progress.verified else FAILED
+    entry["verified"] = progress.verified and complete
+    if progress.verified and not complete:
+        entry["record"] = f"skipped: the listed objects were rewritten, but {why}; migrate the whole resource to record it"
+        run.mod.warn(f"{name}: StorageState record {entry['record']}")
 
 
 def _cluster_side(run: Run, name: str, entry: dict, choice: plan.BackendChoice) -> Optional[ClusterMigrator]:
@@ -257,6 +307,8 @@ def _cluster_side(run: Run, name: str, entry: dict, choice: plan.BackendChoice) 
 
 def _record(run: Run, name: str, entry: dict, crd: Optional[dict]) -> None:
     """Only a verified migration, checked again against the apiservers' agreement, changes a record."""
+    if not entry.get("verified"):
+        return
     gate_for(run, name)()
     if run.stop is not None:
         why = run.stop()
@@ -323,10 +375,15 @@ def _prepare(mod) -> Run:
     if params.get("target_release"):
         run.profiles.get(params["target_release"])  # an unknown release is named before any request
     run.manifests = load_target_crds(params["target_crds"]) if params.get("target_crds") else None
+    run.objects = object_plan(params)
     run.clients = mod.endpoint_clients()
     run.cluster = mod.client()
     run.identity = mig.RunIdentity(run_id=uuid.uuid4().hex[:12], cluster=run.cluster.endpoint)
     requested = [GroupResource.parse(n).name for n in params["resources"]] or None
+    if run.objects is not None:
+        requested = list(run.objects.objects)
+        if not requested:
+            return run  # nothing listed: no request at all
     run.observation = observe(run.clients, run.profiles, resources=requested, include=("crds", "storage_states"),
                               cluster_client=run.cluster)
     return run
@@ -359,8 +416,13 @@ EMPTY_RESULT = {"migrations": [], "skipped_resources": [], "stale_records": [], 
 def run(mod) -> dict:
     """The module's whole task; returns its result or raises ``KubeUpgradeError`` with the same keys in details."""
     run_ = _prepare(mod)
+    if run_.objects is not None and not run_.objects.objects:
+        return {"changed": False, "migrations": [], "skipped_resources": run_.objects.skipped, "summary": [],
+                "stale_records": [], "msg": "Nothing to migrate: the audit lists no object stored in a version its "
+                                            "target cannot decode."}
     selection, agreement = _select(run_)
-    result = {"changed": False, "migrations": [], "skipped_resources": selection.skipped, "summary": [],
+    skipped = (run_.objects.skipped if run_.objects else []) + selection.skipped
+    result = {"changed": False, "migrations": [], "skipped_resources": skipped, "summary": [],
               "stale_records": [s["resource"] for s in selection.skipped if s["reason"] == plan.STALE_REASON]}
     if not selection.selected:
         result["msg"] = "Nothing to migrate."
@@ -373,7 +435,9 @@ def run(mod) -> dict:
     if mod.check_mode:
         result["migrations"] = [{"resource": n, "backend": plan.backend_for(choice, n).backend,
                                  "api_version": plan.backend_for(choice, n).api_version, "name": None,
-                                 "status": WOULD_MIGRATE, "storage_hash": run_.current[n]} for n in selection.selected]
+                                 "status": WOULD_MIGRATE, "storage_hash": run_.current[n],
+                                 **({"objects_from_audit": len(run_.objects.objects[n])} if run_.objects else {})}
+                                for n in selection.selected]
         result["msg"] = f"Would migrate {', '.join(selection.selected)} with the {choice.backend} backend."
         return result
     with ThreadPoolExecutor(max_workers=run_.params["parallel_resources"]) as pool:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.keys import SHARED_STORAGE
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.model import records_from_audit
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -269,3 +271,141 @@ def unserved(name: str, observation) -> bool:
     group = GroupResource.parse(name).group
     ignore = observation.aggregated_group_versions()
     return all(ep.covers(group, ignore) and name not in ep.resources for ep in observation.endpoints)
+
+
+# --- records set from an etcd audit (measured, not remembered) ---------------------------------------------------
+
+MEASURED_AT_ANNOTATION = "storage.kubeupgrade.io/measured-at"
+MEASURED_FROM_ANNOTATION = "storage.kubeupgrade.io/measured-from"
+AUDIT_HINT = ("give the registered result of kubeupgrade.storage.storage_version_audit "
+              "(register: audit, then audit: \"{{ audit }}\")")
+
+
+@dataclass
+class MeasuredRecord:
+    """Persisted hashes of one resource as an audit found them, and when and where it looked."""
+
+    persisted: List[str]
+    measured_at: str
+    source: str
+    reasons: List[str] = field(default_factory=list)
+
+
+@dataclass
+class Measurement:
+    """A validated ``storage_version_audit`` result, as records need it.
+
+    ``covers_absent`` is True when a resource absent from the audit is known to have no object: the
+    audit read the whole prefix (or ``audited`` names the resources it was limited to) and attributed
+    every key to a resource. Otherwise an absent resource is not measured, and keeps its remembered record.
+    """
+
+    audit: dict
+    measured_at: str
+    source: str
+    covers_absent: bool
+    audited: Optional[set] = None  # the audit's ``resources`` filter, when it had one
+
+    def measures(self, name: str) -> bool:
+        if audit_entry(self.audit, name) is not None:
+            return True
+        if not self.covers_absent:
+            return False
+        return self.audited is None or name in self.audited
+
+    def for_resource(self, name: str, current: Optional[str], observed: Dict[str, str]) -> Optional[MeasuredRecord]:
+        """The measured record of ``name``, or None when the audit did not measure it (or no current hash is known).
+
+        An apiserver reporting another hash than ``current`` right now may write objects in it after the
+        measurement, so that hash is kept (fail closed while apiservers disagree).
+        """
+        if not current or current == UNKNOWN or not self.measures(name):
+            return None
+        persisted = records_from_audit(self.audit, {name: current})[name]
+        reasons = [f"measured in etcd ({self.source}) at {self.measured_at}: stored as {', '.join(persisted)}"]
+        if UNKNOWN in persisted:
+            reasons.append("some stored values could not be read, so Unknown stays (see the audit's unreadable_names)")
+        writing = [h for h in _unique(observed.values()) if h != current and h not in persisted]
+        if writing:
+            persisted = persisted + writing
+            reasons.append(f"an apiserver reports {', '.join(writing)} now and may write objects in it after the "
+                           "measurement: kept")
+        return MeasuredRecord(persisted, self.measured_at, self.source, reasons)
+
+
+def audit_entry(audit: dict, name: str) -> Optional[dict]:
+    """The audit's entry for a resource; ``events.events.k8s.io`` shares the core ``events`` keys."""
+    found = audit.get("resources") or {}
+    return found.get(name) or found.get(SHARED_STORAGE.get(name, ""))
+
+
+def _audit_filter(audit: dict) -> Optional[set]:
+    """The ``resources`` the audit was limited to (from the registered result's ``invocation``), else None."""
+    args = (audit.get("invocation") or {}).get("module_args") or {}
+    names = args.get("resources") if isinstance(args, dict) else None
+    return set(names) if isinstance(names, list) and names else None
+
+
+def _check_entry(name, entry) -> None:
+    if not isinstance(entry, dict) or not isinstance(entry.get("objects"), int) or not isinstance(entry.get("hashes", []), list):
+        raise ValueError(f"resources[{name}] is not an audit entry (objects, hashes); {AUDIT_HINT}")
+
+
+def measurement_from_audit(audit) -> Measurement:
+    """Validate an audit result before any request; ValueError (the caller names the option) otherwise."""
+    if not isinstance(audit, dict):
+        raise ValueError(f"must be a dict, got {type(audit).__name__}; {AUDIT_HINT}")
+    if audit.get("failed") or audit.get("skipped"):
+        raise ValueError("is a failed or skipped audit: nothing was measured; fix the audit task and run again")
+    resources = audit.get("resources")
+    if not isinstance(resources, dict) or not isinstance(audit.get("keys_scanned"), int) or not audit.get("endpoint"):
+        raise ValueError(f"is not a storage_version_audit result (no resources, keys_scanned, endpoint); {AUDIT_HINT}")
+    measured_at = audit.get("measured_at")
+    if parse_time(measured_at) is None:
+        raise ValueError(f"has no readable measured_at ({measured_at!r}); {AUDIT_HINT}")
+    for name, entry in resources.items():
+        _check_entry(name, entry)
+    audited = _audit_filter(audit)
+    filtered = bool(audit.get("filtered_out")) or audited is not None
+    covers = not audit.get("outside_layout") and (not filtered or audited is not None)
+    source = f"{audit['endpoint']}{audit.get('prefix') or ''}"
+    return Measurement(audit, format_time(parse_time(measured_at)), source, covers, audited)
+
+
+def _newer_measurement(existing: Optional[StorageStateRecord], measured_at: str) -> Optional[str]:
+    recorded = (existing.annotations or {}).get(MEASURED_AT_ANNOTATION) if existing else None
+    when, this = parse_time(recorded), parse_time(measured_at)
+    return recorded if when is not None and this is not None and when > this else None
+
+
+def plan_record_from_audit(existing: Optional[StorageStateRecord], observed: Dict[str, str], measured: MeasuredRecord,
+                           now: datetime, heartbeat_interval: int) -> RecordPlan:
+    """Plan one record from a measurement: persisted := what etcd holds, annotated with when and where it was read.
+
+    A record already set from a newer measurement is not rolled back to an older one: it is planned from
+    the apiservers' hashes as usual. A second run with the same audit plans nothing.
+    """
+    newer = _newer_measurement(existing, measured.measured_at)
+    if newer:
+        plan = plan_record(existing, observed, now, heartbeat_interval)
+        plan.reasons.append(f"not set from this audit ({measured.measured_at}): the record was measured later, at {newer}")
+        return plan
+    observed = {endpoint: value for endpoint, value in (observed or {}).items() if value}
+    annotations = {OBSERVED_HASHES_ANNOTATION: _observed_annotation(observed), MEASURED_AT_ANNOTATION: measured.measured_at,
+                   MEASURED_FROM_ANNOTATION: measured.source}
+    current = current_hash(observed, existing.current_hash if existing else None) or ""
+    status = {"persistedStorageVersionHashes": list(measured.persisted), "currentStorageVersionHash": current,
+              "lastHeartbeatTime": format_time(now)}
+    if existing is None:
+        return RecordPlan(CREATE, status, list(measured.reasons), annotations)
+    changed = (list(existing.persisted_hashes) != status["persistedStorageVersionHashes"]
+               or (existing.current_hash or "") != current
+               or any(existing.annotations.get(k) != v for k, v in annotations.items()))
+    last = parse_time(existing.last_heartbeat)
+    if changed:
+        return RecordPlan(UPDATE, status, list(measured.reasons), annotations)
+    if last is not None and _aware(now) - last < timedelta(seconds=int(heartbeat_interval)):
+        status["lastHeartbeatTime"] = existing.last_heartbeat
+        return RecordPlan(UNCHANGED, status, [], annotations)
+    reason = f"lastHeartbeatTime older than {heartbeat_interval}s" if last else "lastHeartbeatTime missing"
+    return RecordPlan(UPDATE, status, [reason], annotations)

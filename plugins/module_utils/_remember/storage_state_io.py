@@ -113,6 +113,9 @@ def _view(obj: Optional[dict]) -> Optional[dict]:
     view = {"status": dict(obj.get("status") or {})}
     if records.OBSERVED_HASHES_ANNOTATION in annotations:
         view["observed_hashes"] = annotations[records.OBSERVED_HASHES_ANNOTATION]
+    for key, annotation in (("measured_at", records.MEASURED_AT_ANNOTATION), ("measured_from", records.MEASURED_FROM_ANNOTATION)):
+        if annotation in annotations:
+            view[key] = annotations[annotation]
     return view
 
 
@@ -149,41 +152,65 @@ def _write(client, name: str, existing: Optional[dict], plan) -> dict:
     return current
 
 
+@dataclass
+class ApplyOptions:
+    """How records are planned and written: heartbeat, check mode, the clock, and optionally an audit."""
+
+    heartbeat_interval: int = 600
+    check_mode: bool = False
+    now: Optional[datetime] = None
+    measurement: Optional[records.Measurement] = None  # set records from this audit where it measured the resource
+
+
 def apply_plans(client, observed: Dict[str, Dict[str, str]], existing: Dict[str, dict], heartbeat_interval: int,
                 check_mode: bool, now=None) -> List[RecordChange]:
     """Bring each resource's record up to date with the hashes ``observed`` ({name: {endpoint: hash}}).
 
     In check mode nothing is written: each change says what would be done.
     """
-    now = now or _utcnow()
-    changes = []
-    for name in sorted(observed):
-        obj = existing.get(name)
-        for attempt in range(1, CONFLICT_ATTEMPTS + 1):
-            record = records.record_from_object(obj) if obj is not None else None
-            plan = records.plan_record(record, observed[name], now, heartbeat_interval)
-            before = _view(obj)
-            after_obj = None
-            if plan.changed:
-                preview = records.storage_state_object(name, *_group_resource(name), plan.status, plan.annotations)
-                if check_mode:
-                    after_obj = preview
-                else:
-                    try:
-                        after_obj = _write(client, name, obj, plan)
-                    except ApiError as error:
-                        if error.status == 409 and attempt < CONFLICT_ATTEMPTS:
-                            obj = _get(client, name)
-                            continue
-                        if error.status == 409:
-                            raise KubeUpgradeError(
-                                f"StorageState {name} kept changing while it was updated ({CONFLICT_ATTEMPTS} conflicts): another "
-                                "writer (the kube-storage-version-migrator trigger?) is updating it; stop it or run again.") from None
-                        raise
-            changes.append(RecordChange(name, _ACTION_WORDS[plan.action], before, _view(after_obj) if plan.changed else before,
-                                        list(plan.reasons)))
-            break
-    return changes
+    return apply_records(client, observed, existing, ApplyOptions(heartbeat_interval, check_mode, now))
+
+
+def _plan(name: str, obj: Optional[dict], observed: Dict[str, str], options: ApplyOptions, now: datetime) -> records.RecordPlan:
+    record = records.record_from_object(obj) if obj is not None else None
+    measured = None
+    if options.measurement is not None:
+        current = records.current_hash(observed, record.current_hash if record else None)
+        measured = options.measurement.for_resource(name, current, observed)
+    if measured is None:
+        return records.plan_record(record, observed, now, options.heartbeat_interval)
+    return records.plan_record_from_audit(record, observed, measured, now, options.heartbeat_interval)
+
+
+def _apply_one(client, name: str, obj: Optional[dict], observed: Dict[str, str], options: ApplyOptions) -> RecordChange:
+    """Plan and write one record; a 409 re-reads it and plans again from what is there now (bounded)."""
+    now = options.now or _utcnow()
+    for attempt in range(1, CONFLICT_ATTEMPTS + 1):
+        plan = _plan(name, obj, observed, options, now)
+        before = _view(obj)
+        if not plan.changed:
+            return RecordChange(name, UNCHANGED, before, before, list(plan.reasons))
+        preview = records.storage_state_object(name, *_group_resource(name), plan.status, plan.annotations)
+        if options.check_mode:
+            return RecordChange(name, _ACTION_WORDS[plan.action], before, _view(preview), list(plan.reasons))
+        try:
+            written = _write(client, name, obj, plan)
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            if attempt == CONFLICT_ATTEMPTS:
+                break
+            obj = _get(client, name)
+            continue
+        return RecordChange(name, _ACTION_WORDS[plan.action], before, _view(written), list(plan.reasons))
+    raise KubeUpgradeError(
+        f"StorageState {name} kept changing while it was updated ({CONFLICT_ATTEMPTS} conflicts): another "
+        "writer (the kube-storage-version-migrator trigger?) is updating it; stop it or run again.")
+
+
+def apply_records(client, observed: Dict[str, Dict[str, str]], existing: Dict[str, dict], options: ApplyOptions) -> List[RecordChange]:
+    """``apply_plans`` with options: with ``options.measurement`` each measured resource's record is set from the audit."""
+    return [_apply_one(client, name, existing.get(name), observed[name], options) for name in sorted(observed)]
 
 
 def _group_resource(name: str):

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 from kube_module_args import BASE_ARGS
 
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_state as module
@@ -23,3 +24,30 @@ def test_missing_crd_without_install_fails_clearly(run_module, fake_cluster):
 def test_bad_heartbeat_interval(run_module, fake_cluster):
     failed, result = run_module(module, {**BASE_ARGS, "heartbeat_interval": 0})
     assert failed and "heartbeat_interval" in result["msg"]
+
+
+POD_V1 = "xPOwRZ+Yhw8="  # storage_version_hash("", "v1", "Pod"), as the recorded discovery reports it
+AUDIT = {"changed": False, "keys_scanned": 3, "endpoint": "https://10.0.0.11:2379", "prefix": "/registry",
+         "measured_at": "2026-11-21T14:00:00Z", "outside_layout": 0, "filtered_out": 0,
+         "resources": {"pods": {"objects": 3, "hashes": [POD_V1], "unreadable": 0}}}
+
+
+def test_audit_sets_the_record_from_the_measurement_in_check_mode(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["pods"], "audit": AUDIT}, check_mode=True)
+    assert not failed, result
+    after = result["records"][0]["after"]
+    assert after["status"]["persistedStorageVersionHashes"] == [POD_V1]
+    assert after["measured_at"] == "2026-11-21T14:00:00Z" and after["measured_from"] == "https://10.0.0.11:2379/registry"
+    assert fake_cluster.writes() == []
+
+
+@pytest.mark.parametrize("args, fragment", [
+    pytest.param({"audit": "{{ audit }}"}, "audit must be a dict", id="unrendered"),
+    pytest.param({"audit": {"failed": True, "msg": "etcd unreachable"}}, "audit is a failed or skipped audit", id="failed"),
+    pytest.param({"audit": {"resources": {}}}, "not a storage_version_audit result", id="not-an-audit"),
+    pytest.param({"audit": AUDIT, "state": "absent"}, "state=absent", id="with-absent"),
+])
+def test_bad_audit_is_one_error_before_any_request(run_module, fake_cluster, args, fragment):
+    failed, result = run_module(module, {**BASE_ARGS, **args})
+    assert failed and fragment in result["msg"], result["msg"]
+    assert fake_cluster.log == []
