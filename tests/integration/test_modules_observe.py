@@ -119,15 +119,20 @@ def test_check_verdicts(plane, run):
     failed, result = run(check, base(plane, target_release="1.33", target_crds=[only_v1],
                                      resources=["pods", "configmaps", "widgets.example.com"]))
     verdict = {r["resource"]: r["verdict"] for r in result["resources"]}
-    assert failed and result["resources"] and "pre-flight failed" in result["msg"]
+    assert failed and result["resources"] and "pre-flight blocks" in result["msg"]
     assert verdict["pods"] == "safe"
     assert verdict["configmaps"] == "unknown"  # persisted still has Unknown
     assert verdict["widgets.example.com"] == "needs_migration", [r["reason"] for r in result["resources"]]
-    assert result["counts"]["safe"] >= 1 and result["report_markdown"].startswith("**Storage pre-flight")
+    assert result["counts"]["safe"] >= 1 and result["report_markdown"].startswith("# Storage pre-flight for 1.33")
 
     gone = {"releases": {"1.99": {"replace": True, "resources": {"pods": {"kind": "Pod", "storage": "v1"}}, "removed": ["podtemplates"]}}}
-    failed, result = run(check, base(plane, target_release="1.99", profiles=gone, resources=["podtemplates", "pods"]))
+    failed, result = run(check, base(plane, target_release="1.99", profiles=gone, resources=["podtemplates", "pods"],
+                                     count_objects=False))
     assert failed and {r["resource"]: r["verdict"] for r in result["resources"]} == {"podtemplates": "removed", "pods": "safe"}
+    # Judged by objects: the demo data has no PodTemplate, so nothing stored is safe.
+    failed, result = run(check, base(plane, target_release="1.99", profiles=gone, resources=["podtemplates", "pods"]))
+    podtemplates = next(r for r in result["resources"] if r["resource"] == "podtemplates")
+    assert not failed and podtemplates["verdict"] == "safe" and podtemplates["objects"] == "none", podtemplates
 
     no_storage = copy.deepcopy(only_v1)
     no_storage["spec"]["versions"] = [dict(v, name="v2") for v in no_storage["spec"]["versions"]]
