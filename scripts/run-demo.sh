@@ -60,5 +60,5 @@ if [ "$status" -eq 0 ]; then
 else
     echo "==> Demo FAILED (ansible-playbook exit $status) after $(( $(date +%s) - start ))s. Reports so far:"
 fi
-ls -1 "$OUT"/*.md 2>/dev/null || true
+ls -1 "$OUT"/*.md "$OUT"/*.json 2>/dev/null || true
 exit "$status"
