@@ -106,6 +106,10 @@ PYEOF
         count=$((count + 1))
     done
     echo "docs: rendered $count modules, filters and roles from the built collection"
+    # The docs site (docs/docsite: extra-docs.yml and rst/) and the plugin docs, as docs.ansible.com builds them.
+    (cd "$path/ansible_collections/kubeupgrade/storage" \
+        && ANSIBLE_COLLECTIONS_PATH="$path" antsibull-docs lint-collection-docs --plugin-docs --validate-collection-refs=self .) \
+        && echo "docs: antsibull-docs lint-collection-docs passed" || { echo "docs: antsibull-docs lint-collection-docs failed"; failed=1; }
     return $failed
 }
 
