@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import real_cluster
 from test_demo import readme_block, user_environment
 from test_playbooks_helpers import (
     DATA_RESOURCES,
@@ -35,7 +36,6 @@ from test_playbooks_helpers import (
     snapshot,
     storage_state,
 )
-
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -62,6 +62,8 @@ def fresh_cluster(tmp_path):
     """A cluster the collection has never seen: three apiservers on 1.32 with data, no records."""
     from apisim.harness import ControlPlane
 
+    if real_cluster.real_kubeconfig():
+        pytest.skip(real_cluster.NEEDS_ADMIN)
     plane = ControlPlane(tmp_path / "plane", apiservers=3, releases="1.32", tls=TLS, seed="demo")
     plane.start()
     try:
