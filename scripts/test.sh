@@ -14,6 +14,9 @@ ROOT=$(pwd)
 export PATH="$ROOT/.venv/bin:$PATH"
 export ANSIBLE_COLLECTIONS_PATH="$ROOT/collections"
 export ANSIBLE_NOCOLOR=1 PY_COLORS=0
+# The playbook tests run modules on the local connection: pipelining saves the temporary files and
+# shell calls of every task.
+export ANSIBLE_PIPELINING=1
 PYVER=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kubeupgrade-storage-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
@@ -34,7 +37,9 @@ step_pytest() {
     # The etcd audit tests need etcd: install it when the set-up script for it exists.
     rm -f tests/output/pytest-summary.txt
     if [ -f scripts/setup-etcd.sh ]; then bash scripts/setup-etcd.sh || return 1; fi
-    python -m pytest tests -q -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" --durations=10 "$@" 2>&1 | tee "$WORK/pytest.log"
+    # worksteal: an idle worker takes queued tests from a busy one (the scenario tests are long and
+    # start first, see tests/conftest.py), so that the run does not end on one worker.
+    python -m pytest tests -q -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" --dist worksteal --durations=10 "$@" 2>&1 | tee "$WORK/pytest.log"
     local rc=${PIPESTATUS[0]}
     pytest_summary "$WORK/pytest.log" pytest
     return "$rc"

@@ -11,6 +11,11 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim
 from apisim.harness import ControlPlane  # noqa: E402
 
 
+def pytest_collection_modifyitems(config, items):
+    """Start the slow scenario tests first, so that parallel workers (pytest -n) do not end on them one by one."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture
 def control_plane_factory(tmp_path):
     """A function starting a ControlPlane with the given options; every plane it started is stopped at teardown."""

@@ -90,19 +90,19 @@ class Sandbox:
         self.crds.create_custom_resource_definition(crd_manifest(self.group, storage, versions))
         self.wait_served(storage)
 
-    def wait_served(self, version: str, attempts: int = 100):
+    def wait_served(self, version: str, timeout: float = 30.0):
         """Poll until the apiserver serves the new version (CRDs are established asynchronously)."""
         from kubernetes.client.rest import ApiException
 
-        for _ in range(attempts):
+        deadline = time.monotonic() + timeout
+        while True:
             try:
                 self.objects.list_namespaced_custom_object(self.group, version, self.namespace, "widgets")
                 return
             except ApiException as error:
-                if error.status != 404:
+                if error.status != 404 or time.monotonic() > deadline:
                     raise
             time.sleep(0.1)
-        raise TimeoutError(f"{self.resource}/{version} is not served")
 
     def switch_storage(self, storage: str):
         crd = self.crds.read_custom_resource_definition(self.resource)

@@ -38,8 +38,8 @@ def test_new_crd_is_observed_recorded_unknown_then_idempotent(cluster, sandbox, 
     sandbox.create_crd(storage="v1")
     sandbox.create_widget("v1", "w-0", {"size": 1})
 
-    info = run_module(storage_version_info, capsys, cluster.module_args(resources=[sandbox.resource],
-                                                                       include=["crds"]))
+    args = cluster.module_args(resources=[sandbox.resource], include=["crds"])
+    info = run_module(storage_version_info, capsys, args)
     assert not info.get("failed"), info
     seen = info["resources"][sandbox.resource]
     assert set(seen["storage_versions"]) == set(cluster.endpoints), seen
