@@ -11,7 +11,6 @@ judged on the cluster's state through the simulator's admin interface.
 from __future__ import annotations
 
 import json
-import os
 import shlex
 import subprocess
 import sys
@@ -57,6 +56,17 @@ def simulator_inventory(plane) -> dict:
     return {"kube_control_plane": {"hosts": hosts, "vars": group_vars}}
 
 
+def readme_setup_environment(env: dict, tmp_path: Path) -> dict:
+    """The environment after the README's "Use it from a checkout" lines, run in this checkout."""
+    lines = readme_block("## Use it from a checkout")
+    dump = tmp_path / "env"
+    script = "\n".join(["set -e", f"cd {shlex.quote(str(REPO))}", *lines, f"env -0 > {shlex.quote(str(dump))}"])
+    proc = subprocess.run(["bash", "-c", script], env=env, capture_output=True, text=True, timeout=600, check=False)
+    assert proc.returncode == 0, f"the README's set-up lines failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr
+    return dict(item.split("=", 1) for item in dump.read_text().split("\0") if "=" in item)
+
+
 @pytest.fixture
 def fresh_cluster(tmp_path):
     """A cluster the collection has never seen: three apiservers on 1.32 with data, no records."""
@@ -87,10 +97,8 @@ def test_readme_first_run_commands(fresh_cluster, tmp_path):
     (workdir / "inventory.yml").write_text(json.dumps(simulator_inventory(fresh_cluster), indent=1))
     home = tmp_path / "home"
     home.mkdir()
-    env = user_environment(home)
-    # The README's set-up lines: the virtualenv on PATH and the checkout as the collection.
-    env.update({"PATH": f"{Path(sys.executable).parent}{os.pathsep}{env['PATH']}", "PWD": str(workdir),
-                "ANSIBLE_COLLECTIONS_PATH": str(REPO / "collections"), "ANSIBLE_NOCOLOR": "1"})
+    env = readme_setup_environment(user_environment(home), tmp_path)
+    env.update({"PWD": str(workdir), "ANSIBLE_NOCOLOR": "1"})
     before = snapshot(fresh_cluster)
 
     outputs = []
@@ -101,6 +109,8 @@ def test_readme_first_run_commands(fresh_cluster, tmp_path):
         outputs.append(output)
         assert proc.returncode == 0, f"{command}\n{output[-6000:]}"
         assert "Traceback" not in output, output
+        # Readable at the default verbosity: no task result printed as a JSON object.
+        assert "=> {" not in output, f"{command}: raw JSON in the output\n{output[-4000:]}"
 
     # 1. A first run cannot vouch for anything written before the records existed.
     assert "worst verdict UNKNOWN" in outputs[0], outputs[0][-4000:]
