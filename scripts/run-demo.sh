@@ -49,7 +49,7 @@ ANSIBLE_COLLECTIONS_PATH="$COLLECTIONS" \
 ANSIBLE_STDOUT_CALLBACK="${ANSIBLE_STDOUT_CALLBACK:-default}" \
 ANSIBLE_CALLBACK_RESULT_FORMAT="${ANSIBLE_CALLBACK_RESULT_FORMAT:-yaml}" \
 ANSIBLE_DISPLAY_SKIPPED_HOSTS="${ANSIBLE_DISPLAY_SKIPPED_HOSTS:-false}" \
-ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_RETRY_FILES_ENABLED=0 \
+ANSIBLE_PIPELINING="${ANSIBLE_PIPELINING:-1}" ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_RETRY_FILES_ENABLED=0 \
     "$PLAYBOOK_BIN" -i playbooks/demo/inventory.yml playbooks/demo.yml \
     -e "ansible_python_interpreter=$(command -v "$PYTHON")" \
     -e "kubeupgrade_report_dir=$OUT" "$@" || status=$?
@@ -60,5 +60,5 @@ if [ "$status" -eq 0 ]; then
 else
     echo "==> Demo FAILED (ansible-playbook exit $status) after $(( $(date +%s) - start ))s. Reports so far:"
 fi
-ls -1 "$OUT"/*.md 2>/dev/null || true
+ls -1 "$OUT"/*.md "$OUT"/*.json 2>/dev/null || true
 exit "$status"

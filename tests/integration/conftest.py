@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import real_cluster
 
 REPO = Path(__file__).resolve().parents[2]
 RECAP = re.compile(r"^(?P<host>\S+)\s+:\s+(?P<counts>(?:\w+=\d+\s*)+)$")
@@ -99,6 +100,9 @@ def sim(tmp_path):
     from apisim.harness import ControlPlane
     from test_playbooks_helpers import TLS
 
+    if real_cluster.real_kubeconfig():
+        pytest.skip(real_cluster.NEEDS_ADMIN)
+
     plane = ControlPlane(tmp_path / "plane", apiservers=3, releases="1.32", tls=TLS, seed="demo")
     plane.start()
     try:
@@ -110,4 +114,33 @@ def sim(tmp_path):
 @pytest.fixture
 def real_cluster_kubeconfig():
     """A real cluster's kubeconfig, when the run was given one (``KUBEUPGRADE_TEST_KUBECONFIG``)."""
-    return os.environ.get("KUBEUPGRADE_TEST_KUBECONFIG")
+    return real_cluster.real_kubeconfig()
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """The cluster of the real-cluster-capable tests: ``KUBEUPGRADE_TEST_KUBECONFIG``'s, else one
+    simulated control plane (three apiservers on 1.32) shared by the test module."""
+    kubeconfig = real_cluster.real_kubeconfig()
+    if kubeconfig:
+        yield real_cluster.connect(kubeconfig)
+        return
+    from apisim.harness import ControlPlane
+    from test_playbooks_helpers import TLS
+
+    plane = ControlPlane(tmp_path_factory.mktemp("cluster"), apiservers=3, releases="1.32", tls=TLS)
+    plane.start()
+    try:
+        yield real_cluster.connect(plane.kubeconfig, plane.endpoints, simulated=True)
+    finally:
+        plane.stop()
+
+
+@pytest.fixture
+def sandbox(cluster):
+    """A namespace and a CRD group of this test's own on ``cluster``, deleted afterwards."""
+    box = real_cluster.Sandbox(cluster)
+    try:
+        yield box
+    finally:
+        box.cleanup()

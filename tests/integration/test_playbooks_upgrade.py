@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import pytest
 from test_playbooks_helpers import (
     CRDS,
     DATA_RESOURCES,
@@ -42,6 +43,9 @@ WIDGETS_WITHOUT_V1 = {
                       "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}}],
     },
 }
+
+# Several playbook runs each: started first (tests/conftest.py) so that parallel workers share them out.
+pytestmark = pytest.mark.slow
 
 
 def test_check_mode_changes_nothing(sim, ansible_playbook, tmp_path):

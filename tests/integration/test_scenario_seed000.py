@@ -17,6 +17,7 @@ again) on 1.32 would make LeaseCandidates unreadable through that apiserver: the
 
 from __future__ import annotations
 
+import pytest
 from test_playbooks_helpers import (
     HASH_V1ALPHA2,
     HASH_V1BETA1,
@@ -30,6 +31,9 @@ from test_playbooks_helpers import (
     snapshot,
     storage_state,
 )
+
+# Several playbook runs each: started first (tests/conftest.py) so that parallel workers share them out.
+pytestmark = pytest.mark.slow
 
 
 def test_seed000_walkthrough(sim, ansible_playbook, tmp_path):
