@@ -1,17 +1,22 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Where the apiservers are and how to authenticate: connection options resolved and validated.
 
-Credentials come from the ``kubernetes`` package's loaders (kubeconfig, in-cluster service account)
-so every auth flavour they support works here. Every option is checked here, before any request:
+A kubeconfig with a server, certificates and a token is read here; anything else (exec plugins, auth
+providers, basic auth, the in-cluster service account) goes through the ``kubernetes`` package's
+loaders, so every auth flavour they support works. Every option is checked here, before any request:
 a wrong type, range, URL or file is one ``ConfigurationError`` naming the option (or the kubeconfig)
 and the next step, never a traceback from a library.
 """
 
 from __future__ import annotations
 
+import atexit
+import base64
+import importlib.util
 import math
 import numbers
 import os
+import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 from urllib.parse import urlsplit
@@ -25,13 +30,18 @@ try:
 except ImportError:
     HAS_URLLIB3 = False
 
-try:
-    from kubernetes.client import Configuration
-    from kubernetes.config import ConfigException, kube_config, load_incluster_config
+# The kubernetes package's loaders cover every kubeconfig flavour (exec plugins, auth providers), but
+# importing them costs about half a second of CPU per module run; kubeconfigs with only a server,
+# certificates and a token are read here instead, and the loaders are imported when one is needed.
+HAS_KUBERNETES = importlib.util.find_spec("kubernetes") is not None
 
-    HAS_KUBERNETES = True
-except ImportError:
-    HAS_KUBERNETES = False
+
+def _kubernetes():
+    """(Configuration, ConfigException, kube_config, load_incluster_config), imported on first use."""
+    from kubernetes.client import Configuration  # pylint: disable=import-outside-toplevel
+    from kubernetes.config import ConfigException, kube_config, load_incluster_config  # pylint: disable=import-outside-toplevel
+
+    return Configuration, ConfigException, kube_config, load_incluster_config
 
 try:
     import yaml
@@ -257,10 +267,67 @@ def _load_base_configuration(params: dict) -> dict:
     return _load_kubeconfig_file(os.path.expanduser(kubeconfig or DEFAULT_KUBECONFIG), context)
 
 
+_SIMPLE_CLUSTER_KEYS = {"server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify",
+                        "tls-server-name", "proxy-url", "extensions"}
+_SIMPLE_USER_KEYS = {"token", "client-certificate", "client-certificate-data", "client-key", "client-key-data", "extensions"}
+
+
+def _named(doc: dict, key: str, name) -> Optional[dict]:
+    for entry in doc.get(key) or []:
+        if entry.get("name") == name:
+            return entry.get(key[:-1]) or {}
+    return None
+
+
+def _data_file(data: str, suffix: str) -> str:
+    """A ``*-data`` field written to a private temporary file (removed at exit), as the kubernetes loader does."""
+    handle, path = tempfile.mkstemp(prefix="kubeupgrade-", suffix=suffix)
+    with os.fdopen(handle, "wb") as out:
+        out.write(base64.b64decode(data))
+    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+    return path
+
+
+def _file_field(entry: dict, key: str, base_dir: str, suffix: str) -> Optional[str]:
+    if entry.get(f"{key}-data"):
+        return _data_file(entry[f"{key}-data"], suffix)
+    if entry.get(key):
+        return os.path.join(base_dir, os.path.expanduser(str(entry[key])))
+    return None
+
+
+def _simple_fields(doc: dict, context: Optional[str], base_dir: str) -> Optional[dict]:
+    """The connection of a kubeconfig that needs no plugin (server, CA, client certificate, token), read
+    without the kubernetes loaders; None when it needs them (exec, auth-provider, basic auth, token files)."""
+    name = context or doc.get("current-context")
+    ctx = _named(doc, "contexts", name) if name else None
+    cluster = _named(doc, "clusters", (ctx or {}).get("cluster"))
+    user = _named(doc, "users", (ctx or {}).get("user")) or {}
+    if ctx is None or cluster is None or not cluster.get("server"):
+        return None
+    if set(cluster) - _SIMPLE_CLUSTER_KEYS or set(user) - _SIMPLE_USER_KEYS:
+        return None
+    try:
+        fields = {"host": str(cluster["server"]).rstrip("/"), "verify_ssl": not cluster.get("insecure-skip-tls-verify", False),
+                  "ssl_ca_cert": _file_field(cluster, "certificate-authority", base_dir, ".crt"),
+                  "cert_file": _file_field(user, "client-certificate", base_dir, ".crt"),
+                  "key_file": _file_field(user, "client-key", base_dir, ".key"),
+                  "tls_server_name": cluster.get("tls-server-name"), "proxy": cluster.get("proxy-url")}
+    except (ValueError, TypeError) as exc:  # binascii.Error is a ValueError
+        raise ConfigurationError(f"kubeconfig: a certificate or key '-data' field is not base64: {exc}.") from None
+    if user.get("token"):
+        fields["authorization"] = f"Bearer {user['token']}"
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def _load_kubeconfig_dict(doc: dict, context: Optional[str]) -> dict:
     where = "the 'kubeconfig' mapping"
     check_kubeconfig_shape(doc, where)
     _check_context(doc.get("contexts") or [], context, where)
+    simple = _simple_fields(doc, context, os.getcwd())
+    if simple is not None:
+        return dict(simple, source=where)
+    Configuration, _unused, kube_config, _unused2 = _kubernetes()
     config = Configuration()
     with _kubeconfig_errors(where):
         kube_config.load_kube_config_from_dict(doc, context=context, client_configuration=config, persist_config=False)
@@ -271,6 +338,10 @@ def _load_kubeconfig_file(path: str, context: Optional[str]) -> dict:
     where = f"kubeconfig {path}"
     doc = _read_kubeconfig_file(path)
     _check_context((doc or {}).get("contexts") or [], context, where)
+    simple = _simple_fields(doc, context, os.path.dirname(path)) if isinstance(doc, dict) else None
+    if simple is not None:
+        return dict(simple, source=where)
+    Configuration, _unused, kube_config, _unused2 = _kubernetes()
     config = Configuration()
     with _kubeconfig_errors(where):
         kube_config.load_kube_config(config_file=path, context=context, client_configuration=config, persist_config=False)
@@ -291,7 +362,7 @@ class _kubeconfig_errors:
             return False
         if isinstance(exc, ConfigurationError):
             return False
-        if HAS_KUBERNETES and isinstance(exc, ConfigException):
+        if HAS_KUBERNETES and isinstance(exc, _kubernetes()[1]):
             raise ConfigurationError(f"Cannot use {self.where}: {exc}. Check it, or pass 'host' and 'api_key' instead.") from None
         if isinstance(exc, (OSError, ValueError, TypeError, AttributeError, KeyError)):
             raise ConfigurationError(f"Cannot read {self.where}: {type(exc).__name__}: {exc}. Check its fields.") from None
@@ -310,6 +381,7 @@ def _check_context(contexts: list, context: Optional[str], where: str) -> None:
 
 
 def _load_incluster(explicit: bool) -> dict:
+    Configuration, ConfigException, _unused, load_incluster_config = _kubernetes()
     config = Configuration()
     try:
         load_incluster_config(client_configuration=config)
