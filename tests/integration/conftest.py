@@ -112,6 +112,30 @@ def sim(tmp_path):
 
 
 @pytest.fixture
+def run(capsys):
+    """``run(module, args, check_mode=False) -> (failed, result)``: a module in-process, as Ansible calls it."""
+    try:
+        from ansible.module_utils.testing import patch_module_args
+    except ImportError:  # ansible-core < 2.19
+        from unittest import mock
+
+        def patch_module_args(args=None):
+            return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
+
+    def call(module, args, check_mode=False):
+        args = dict(args)
+        if check_mode:
+            args["_ansible_check_mode"] = True
+        with patch_module_args(args), pytest.raises(SystemExit):
+            module.main()
+        result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert "exception" not in result, result.get("exception")
+        return bool(result.get("failed")), result
+
+    return call
+
+
+@pytest.fixture
 def real_cluster_kubeconfig():
     """A real cluster's kubeconfig, when the run was given one (``KUBEUPGRADE_TEST_KUBECONFIG``)."""
     return real_cluster.real_kubeconfig()

@@ -8,32 +8,8 @@ checked afterwards through the simulator's admin interface and plain GETs, not o
 from __future__ import annotations
 
 import copy
-import json
 
 import pytest
-
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    from unittest import mock
-
-    def patch_module_args(args=None):
-        return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
-
-
-@pytest.fixture
-def run(capsys):
-    def call(module, args, check_mode=False):
-        args = dict(args)
-        if check_mode:
-            args["_ansible_check_mode"] = True
-        with patch_module_args(args), pytest.raises(SystemExit):
-            module.main()
-        result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        assert "exception" not in result, result.get("exception")
-        return bool(result.get("failed")), result
-
-    return call
 
 
 @pytest.fixture

@@ -9,17 +9,7 @@ data); each case makes the check block, does exactly what its next step says, an
 
 from __future__ import annotations
 
-import json
-
 import pytest
-
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    from unittest import mock
-
-    def patch_module_args(args=None):
-        return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
 
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration, storage_state, storage_version_check
 
@@ -35,18 +25,6 @@ WIDGETS_V1_ONLY = {
 
 
 @pytest.fixture
-def run(capsys):
-    def call(module, args):
-        with patch_module_args(dict(args)), pytest.raises(SystemExit):
-            module.main()
-        result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        assert "exception" not in result, result.get("exception")
-        return result
-
-    return call
-
-
-@pytest.fixture
 def plane(control_plane):
     control_plane.admin.seed("demo")
     return control_plane
@@ -57,13 +35,13 @@ def base(plane, **extra):
 
 
 def check(run, plane, **extra):
-    result = run(storage_version_check, base(plane, target_release="1.32", **extra))
+    _failed, result = run(storage_version_check, base(plane, target_release="1.32", **extra))
     return result, {b["subject"]: b for b in result["blocking"]}
 
 
 def migrate(run, plane, *names):
-    result = run(storage_migration, base(plane, resources=list(names), backend="client", timeout=60))
-    assert not result.get("failed"), result["msg"]
+    failed, result = run(storage_migration, base(plane, resources=list(names), backend="client", timeout=60))
+    assert not failed, result["msg"]
 
 
 def test_unknown_record_cleared_by_migrating(run, plane):

@@ -20,12 +20,7 @@ NO_STORAGE_STATE_CRD = "skipped: the StorageState CRD is not installed (run stor
 
 def crd_or_none(client, name: str) -> Optional[dict]:
     """The CRD named like the resource (None for a built-in): the storedVersions guard compares it after."""
-    try:
-        return client.get(f"{CRD_PATH}/{name}")
-    except ApiError as error:
-        if error.status == 404:
-            return None
-        raise
+    return client.get_or_none(f"{CRD_PATH}/{name}")
 
 
 def mark_migrated(client, resource: str, current_hash: str) -> str:

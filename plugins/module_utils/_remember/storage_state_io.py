@@ -51,13 +51,7 @@ def _utcnow() -> datetime:
 
 
 def crd_installed(client) -> bool:
-    try:
-        client.get(CRD_PATH)
-    except ApiError as error:
-        if error.status == 404:
-            return False
-        raise
-    return True
+    return client.get_or_none(CRD_PATH) is not None
 
 
 def _established(crd: dict) -> bool:
@@ -120,12 +114,7 @@ def _view(obj: Optional[dict]) -> Optional[dict]:
 
 
 def _get(client, name: str) -> Optional[dict]:
-    try:
-        return client.get(f"{STATES_PATH}/{name}")
-    except ApiError as error:
-        if error.status == 404:
-            return None
-        raise
+    return client.get_or_none(f"{STATES_PATH}/{name}")
 
 
 def _write(client, name: str, existing: Optional[dict], plan) -> dict:
