@@ -199,7 +199,7 @@ def plan_record(existing: Optional[StorageStateRecord], observed: Dict[str, str]
     return RecordPlan(UPDATE if reasons else UNCHANGED, status, reasons, annotations)
 
 
-def migrated_status(existing: Optional[StorageStateRecord], current_hash_value: str, now: datetime) -> dict:
+def migrated_status(current_hash_value: str, now: datetime) -> dict:
     """Status after a completed migration: every object was rewritten, so only ``current`` is persisted."""
     return {
         "persistedStorageVersionHashes": [current_hash_value],
@@ -208,9 +208,11 @@ def migrated_status(existing: Optional[StorageStateRecord], current_hash_value: 
     }
 
 
-def storage_state_object(name: str, group: str, resource: str, status: dict, annotations: Optional[dict] = None,
+def storage_state_object(name: str, status: dict, annotations: Optional[dict] = None,
                          resource_version: Optional[str] = None) -> dict:
-    """A StorageState object shaped like the trigger's (fixtures svm-sigs/08-*)."""
+    """A StorageState object shaped like kube-storage-version-migrator's trigger writes it, named like its resource."""
+    parsed = GroupResource.parse(name)
+    group, resource = parsed.group, parsed.resource
     metadata = {"name": name}
     if annotations:
         metadata["annotations"] = dict(annotations)

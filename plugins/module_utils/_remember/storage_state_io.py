@@ -12,12 +12,12 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 CRD_NAME = "storagestates.migration.k8s.io"
 CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
@@ -58,7 +58,17 @@ def _established(crd: dict) -> bool:
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in (crd.get("status") or {}).get("conditions") or [])
 
 
-def ensure_crd(client, install: bool, check_mode: bool, timeout: float = 60.0, sleep=time.sleep, clock=time.monotonic) -> bool:
+@dataclass
+class CrdWait:
+    """How long to wait for a newly created CRD to be Established (clock and sleep injected for tests)."""
+
+    timeout: float = 60.0
+    interval: float = 0.2
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+
+
+def ensure_crd(client, install: bool, check_mode: bool, wait: Optional[CrdWait] = None) -> bool:
     """Make sure the StorageState CRD exists; return True when it was (or would be) installed.
 
     Installing is opt-out because without the CRD no record can be kept; when ``install`` is false a
@@ -77,15 +87,13 @@ def ensure_crd(client, install: bool, check_mode: bool, timeout: float = 60.0, s
     except ApiError as error:
         if error.status != 409:  # created meanwhile by someone else: fine
             raise
-    deadline = clock() + timeout
-    while True:
-        crd = client.get(CRD_PATH)
-        if _established(crd):
-            return True
-        if clock() >= deadline:
-            raise KubeUpgradeError(f"The StorageState CRD {CRD_NAME} was created but is not Established after {timeout:g}s; "
-                                   "check the apiserver logs and run again.")
-        sleep(0.2)
+    wait = wait or CrdWait()
+    try:
+        poll_until(lambda: client.get(CRD_PATH), _established, wait.timeout, wait.interval, wait.clock, wait.sleep)
+    except PollTimeout:
+        raise KubeUpgradeError(f"The StorageState CRD {CRD_NAME} was created but is not Established after {wait.timeout:g}s; "
+                               "check the apiserver logs and run again.") from None
+    return True
 
 
 def read_records(client) -> Dict[str, dict]:
@@ -119,9 +127,8 @@ def _get(client, name: str) -> Optional[dict]:
 
 def _write(client, name: str, existing: Optional[dict], plan) -> dict:
     """Create or update one record; raises ApiError 409 when someone else changed it first."""
-    group_resource = GroupResource.parse(name)
     if existing is None:
-        body = records.storage_state_object(name, group_resource.group, group_resource.resource, plan.status, plan.annotations)
+        body = records.storage_state_object(name, plan.status, plan.annotations)
         created = client.post(STATES_PATH, body)
         # Status is ignored on create when the status subresource is enabled: write it separately.
         created["status"] = plan.status
@@ -151,15 +158,6 @@ class ApplyOptions:
     measurement: Optional[records.Measurement] = None  # set records from this audit where it measured the resource
 
 
-def apply_plans(client, observed: Dict[str, Dict[str, str]], existing: Dict[str, dict], heartbeat_interval: int,
-                check_mode: bool, now=None) -> List[RecordChange]:
-    """Bring each resource's record up to date with the hashes ``observed`` ({name: {endpoint: hash}}).
-
-    In check mode nothing is written: each change says what would be done.
-    """
-    return apply_records(client, observed, existing, ApplyOptions(heartbeat_interval, check_mode, now))
-
-
 def _plan(name: str, obj: Optional[dict], observed: Dict[str, str], options: ApplyOptions, now: datetime) -> records.RecordPlan:
     record = records.record_from_object(obj) if obj is not None else None
     measured = None
@@ -179,7 +177,7 @@ def _apply_one(client, name: str, obj: Optional[dict], observed: Dict[str, str],
         before = _view(obj)
         if not plan.changed:
             return RecordChange(name, UNCHANGED, before, before, list(plan.reasons))
-        preview = records.storage_state_object(name, *_group_resource(name), plan.status, plan.annotations)
+        preview = records.storage_state_object(name, plan.status, plan.annotations)
         if options.check_mode:
             return RecordChange(name, _ACTION_WORDS[plan.action], before, _view(preview), list(plan.reasons))
         try:
@@ -202,11 +200,6 @@ def apply_records(client, observed: Dict[str, Dict[str, str]], existing: Dict[st
     return [_apply_one(client, name, existing.get(name), observed[name], options) for name in sorted(observed)]
 
 
-def _group_resource(name: str):
-    parsed = GroupResource.parse(name)
-    return parsed.group, parsed.resource
-
-
 def mark_migrated(cluster_client, resource_name: str, current_hash: str, now=None, check_mode: bool = False) -> RecordChange:
     """After a completed migration every object is in ``current_hash``: persisted := [current].
 
@@ -217,14 +210,13 @@ def mark_migrated(cluster_client, resource_name: str, current_hash: str, now=Non
     now = now or _utcnow()
     for attempt in range(1, CONFLICT_ATTEMPTS + 1):
         obj = _get(cluster_client, resource_name)
-        record = records.record_from_object(obj) if obj is not None else None
-        status = records.migrated_status(record, current_hash, now)
+        status = records.migrated_status(current_hash, now)
         if obj is not None and (obj.get("status") or {}).get("persistedStorageVersionHashes") == [current_hash] \
                 and (obj.get("status") or {}).get("currentStorageVersionHash") == current_hash:
             return RecordChange(resource_name, UNCHANGED, _view(obj), _view(obj), ["already migrated"])
         plan = records.RecordPlan(records.CREATE if obj is None else records.UPDATE, status, ["migration completed"])
         if check_mode:
-            after = records.storage_state_object(resource_name, *_group_resource(resource_name), status)
+            after = records.storage_state_object(resource_name, status)
             return RecordChange(resource_name, _ACTION_WORDS[plan.action], _view(obj), _view(after), plan.reasons)
         try:
             written = _write(cluster_client, resource_name, obj, plan)

@@ -47,7 +47,7 @@ def test_record_from_real_objects_and_back(relative):
     assert (rec.group, rec.resource) == (obj["spec"]["resource"].get("group", ""), obj["spec"]["resource"]["resource"])
     assert rec.persisted_hashes == obj["status"]["persistedStorageVersionHashes"]
     assert rec.current_hash == obj["status"]["currentStorageVersionHash"]
-    rebuilt = records.storage_state_object(rec.name, rec.group, rec.resource, obj["status"])
+    rebuilt = records.storage_state_object(rec.name, obj["status"])
     for key in ("apiVersion", "kind", "spec", "status"):
         assert rebuilt[key] == obj[key]
     assert rebuilt["metadata"]["name"] == obj["metadata"]["name"]
@@ -71,7 +71,7 @@ def test_storage_change_plan_matches_the_trigger():
     assert plan.status["persistedStorageVersionHashes"] == trigger["persistedStorageVersionHashes"]
     assert plan.status["currentStorageVersionHash"] == trigger["currentStorageVersionHash"]
     after = recording("svm-sigs/15-get-storagestate-widgets-after-second-migration.json")["body"]["status"]
-    migrated = records.migrated_status(before, new_hash, NOW)
+    migrated = records.migrated_status(new_hash, NOW)
     assert migrated["persistedStorageVersionHashes"] == after["persistedStorageVersionHashes"]
     assert migrated["lastHeartbeatTime"] == "2026-11-21T15:00:00Z"
 
@@ -106,10 +106,10 @@ def test_rolling_upgrade_walkthrough():
         plan = records.plan_record(existing, observed, NOW, 600)
         assert plan.status["persistedStorageVersionHashes"] == persisted
         assert plan.status["currentStorageVersionHash"] == current
-        existing = records.record_from_object(records.storage_state_object("cronjobs.batch", "batch", "cronjobs", plan.status, plan.annotations))
-    migrated = records.migrated_status(existing, V2, NOW)
+        existing = records.record_from_object(records.storage_state_object("cronjobs.batch", plan.status, plan.annotations))
+    migrated = records.migrated_status(V2, NOW)
     assert migrated["persistedStorageVersionHashes"] == [V2]
-    done = records.record_from_object(records.storage_state_object("cronjobs.batch", "batch", "cronjobs", migrated, existing.annotations))
+    done = records.record_from_object(records.storage_state_object("cronjobs.batch", migrated, existing.annotations))
     assert records.plan_record(done, {A: V2, B: V2, C: V2}, NOW, 600).action == records.UNCHANGED
 
 
@@ -139,7 +139,7 @@ def test_update_or_unchanged(existing, observed, action, reason_fragment):
 
 def test_immediate_rerun_is_unchanged():
     first = records.plan_record(None, {A: V1, B: V1}, NOW, 600)
-    stored = records.record_from_object(records.storage_state_object("cronjobs.batch", "batch", "cronjobs", first.status, first.annotations))
+    stored = records.record_from_object(records.storage_state_object("cronjobs.batch", first.status, first.annotations))
     again = records.plan_record(stored, {B: V1, A: V1}, NOW + timedelta(seconds=5), 600)
     assert again.action == records.UNCHANGED and not again.changed
     assert again.status == first.status

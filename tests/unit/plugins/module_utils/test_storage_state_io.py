@@ -63,19 +63,19 @@ def client_for(store):
 def test_missing_record_is_created_with_unknown_then_unchanged():
     store = Store()
     client = client_for(store)
-    changes = io.apply_plans(client, OBSERVED, {}, 600, check_mode=False, now=NOW)
+    changes = io.apply_records(client, OBSERVED, {}, io.ApplyOptions(600, False, NOW))
     assert [c.action for c in changes] == ["created"]
     status = store.objects["deployments.apps"]["status"]
     assert status["persistedStorageVersionHashes"] == ["Unknown", "8aSe+NMegvE="]
     assert [m for _e, m, _p, _q, _b in client.log] == ["POST", "PUT"]
-    again = io.apply_plans(client, OBSERVED, io.read_records(client), 600, check_mode=False, now=NOW)
+    again = io.apply_records(client, OBSERVED, io.read_records(client), io.ApplyOptions(600, False, NOW))
     assert [c.action for c in again] == ["unchanged"]
 
 
 def test_check_mode_writes_nothing_but_says_what_would_change():
     store = Store()
     client = client_for(store)
-    changes = io.apply_plans(client, OBSERVED, {}, 600, check_mode=True, now=NOW)
+    changes = io.apply_records(client, OBSERVED, {}, io.ApplyOptions(600, True, NOW))
     assert changes[0].action == "created" and changes[0].before is None
     assert changes[0].after["status"]["persistedStorageVersionHashes"] == ["Unknown", "8aSe+NMegvE="]
     assert store.objects == {} and all(m == "GET" for _e, m, _p, _q, _b in client.log)
@@ -84,10 +84,10 @@ def test_check_mode_writes_nothing_but_says_what_would_change():
 def test_conflict_rereads_and_replans():
     store = Store()
     client = client_for(store)
-    io.apply_plans(client, OBSERVED, {}, 600, check_mode=False, now=NOW)
+    io.apply_records(client, OBSERVED, {}, io.ApplyOptions(600, False, NOW))
     store.conflicts = 1
     new = {"deployments.apps": {"https://a": "8aSe+NMegvE=", "https://b": "newhash0000="}}
-    changes = io.apply_plans(client, new, io.read_records(client), 600, check_mode=False, now=NOW)
+    changes = io.apply_records(client, new, io.read_records(client), io.ApplyOptions(600, False, NOW))
     assert changes[0].action == "updated"
     assert store.objects["deployments.apps"]["status"]["persistedStorageVersionHashes"] == ["Unknown", "8aSe+NMegvE=", "newhash0000="]
 
@@ -95,7 +95,7 @@ def test_conflict_rereads_and_replans():
 def test_mark_migrated_sets_persisted_to_current_and_is_idempotent():
     store = Store()
     client = client_for(store)
-    io.apply_plans(client, OBSERVED, {}, 600, check_mode=False, now=NOW)
+    io.apply_records(client, OBSERVED, {}, io.ApplyOptions(600, False, NOW))
     change = io.mark_migrated(client, "deployments.apps", "8aSe+NMegvE=", now=NOW)
     assert change.action == "updated"
     assert store.objects["deployments.apps"]["status"]["persistedStorageVersionHashes"] == ["8aSe+NMegvE="]
@@ -121,7 +121,7 @@ def test_crd_is_installed_and_waited_for():
         return (200, established) if state["created"] else (404, {"kind": "Status", "code": 404})
 
     client = FakeApiClient(HOST, {("GET", io.CRD_PATH): crd, ("POST", io.CRDS_PATH): crd})
-    assert io.ensure_crd(client, install=True, check_mode=False, sleep=lambda s: None) is True
+    assert io.ensure_crd(client, install=True, check_mode=False, wait=io.CrdWait(sleep=lambda s: None)) is True
 
 
 def test_records_read_from_the_real_trigger_objects():
