@@ -34,3 +34,10 @@ def test_module_docs_parse_and_document_every_option(path):
     module = importlib.import_module(f"ansible_collections.kubeupgrade.storage.plugins.modules.{path.stem}")
     spec = module.argument_spec()
     assert set(spec) <= documented, f"{path.name}: undocumented options {sorted(set(spec) - documented)}"
+    options = parsed["DOCUMENTATION"].get("options") or {}
+    for name, option in spec.items():  # what ansible-test's validate-modules compares, minutes later
+        doc = options[name]
+        assert doc.get("default") == option.get("default"), f"{path.name}: {name} default {doc.get('default')!r} != {option.get('default')!r}"
+        assert doc.get("type", "str") == option.get("type", "str"), f"{path.name}: {name} type"
+        if option.get("choices"):
+            assert list(doc.get("choices") or []) == list(option["choices"]), f"{path.name}: {name} choices"

@@ -43,6 +43,7 @@ def _kubernetes():
 
     return Configuration, ConfigException, kube_config, load_incluster_config
 
+
 try:
     import yaml
 

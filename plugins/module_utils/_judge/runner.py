@@ -13,7 +13,11 @@ from typing import Optional
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, names, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
+    NEEDS_MIGRATION,
+    REMOVED,
     SAFE,
+    UNKNOWN,
+    UNSAFE,
     VERDICT_ORDER,
     JudgeOptions,
     Target,
@@ -23,8 +27,8 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe impor
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
-VERDICT_CHOICES = [v for v in VERDICT_ORDER if v != SAFE] + [SAFE]
-DEFAULT_FAIL_ON = [v for v in VERDICT_CHOICES if v != SAFE]
+VERDICT_CHOICES = [NEEDS_MIGRATION, UNSAFE, UNKNOWN, REMOVED, SAFE]  # as documented
+DEFAULT_FAIL_ON = [v for v in VERDICT_CHOICES if v != SAFE]  # every verdict not established safe
 CLUSTER_READS = ("crds", "storage_states", "storage_versions")
 
 
