@@ -67,7 +67,7 @@ step_pytest_real_cluster() {
 }
 
 # The oldest supported ansible-core (2.19, on Python 3.11 as on stock Debian 12): the unit, simulator
-# and module tests in a second virtualenv, .venv-2.19.
+# and module tests in a second virtualenv, .venv-2.19, with the coverage of module_utils reported.
 step_pytest_oldest() {
     local py="" candidate
     for candidate in "$(command -v python3.11 || true)" /usr/bin/python3.11 "${PYENV_ROOT:-$HOME/.pyenv}"/versions/3.11*/bin/python3 /root/.pyenv/versions/3.11*/bin/python3; do
@@ -80,7 +80,9 @@ step_pytest_oldest() {
     KUBEUPGRADE_PYTHON="$py" KUBEUPGRADE_VENV_DIR=.venv-2.19 bash scripts/setup.sh || return 1
     PATH="$ROOT/.venv-2.19/bin:$PATH" .venv-2.19/bin/python -m pytest tests/unit tests/simulator \
         tests/integration/test_modules_observe.py tests/integration/test_migration.py \
-        -q -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" "$@" 2>&1 | tee "$WORK/pytest-oldest.log"
+        -q -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" \
+        --cov=ansible_collections.kubeupgrade.storage.plugins.module_utils --cov-report=term:skip-covered \
+        "$@" 2>&1 | tee "$WORK/pytest-oldest.log"
     local rc=${PIPESTATUS[0]}
     pytest_summary "$WORK/pytest-oldest.log" pytest-oldest
     return "$rc"
