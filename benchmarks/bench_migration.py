@@ -8,6 +8,8 @@ against one simulated apiserver, each in a fresh child process so peak memory is
   apply  ClientMigrator, minimal server-side apply patch (uid + resourceVersion preconditions)
 Reported: objects/s, peak RSS growth during the run (MiB), each as a ratio against ``bare``; requests and
 bytes (in + out, from the simulator's ``stats()``) per object.
+Then, unless ``--first-migration-bulk 0``, the first full migration of a fresh simulated cluster (demo data plus
+that many bulk configmaps) with ``backend: intree`` and with the module's defaults (``bench_first_migration.py``).
 
     PYTHONPATH=collections:tests/simulator python benchmarks/bench_migration.py --counts 10000 100000
 Not a test: nothing is asserted.
@@ -149,6 +151,8 @@ def main():
     parser.add_argument("--counts", type=int, nargs="+", default=[10000, 100000])
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--methods", nargs="+", default=["bare", "client"])
+    parser.add_argument("--first-migration-bulk", type=int, default=2000,
+                        help="bulk configmaps next to the demo data for the first-migration part; 0 skips it")
     parser.add_argument("--child")
     parser.add_argument("--method")
     args = parser.parse_args()
@@ -187,6 +191,11 @@ def main():
     print("| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
     for row in rows:
         print(_row(row))
+    if args.first_migration_bulk > 0:
+        import bench_first_migration
+
+        bench_first_migration.print_table(bench_first_migration.run_all(args.first_migration_bulk),
+                                          args.first_migration_bulk)
 
 
 def fmt(value, pattern):
