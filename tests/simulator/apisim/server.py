@@ -264,6 +264,9 @@ class FrontProxy:
         except OSError:
             client.close()
             return
+        # Small TLS records relayed with Nagle on stall ~40 ms each against the peer's delayed ACK.
+        for sock in (client, upstream):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         threading.Thread(target=_pump, args=(upstream, client), daemon=True).start()
         _pump(client, upstream)
 
