@@ -46,13 +46,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._release_data 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import FLOAT_RELEASE_HINT, release_hint
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
-try:
-    import jsonschema
-    JSONSCHEMA_IMPORT_ERROR = None
-except ImportError as exc:  # pragma: no cover - depends on the controller's Python
-    jsonschema = None
-    JSONSCHEMA_IMPORT_ERROR = exc
-
 SHIPPED = "shipped"
 
 _RELEASE_RE = re.compile(r"^v?(\d+)\.(\d+)(?:\.\d+)?(?:[-+][0-9A-Za-z.+-]*)?$")
@@ -274,10 +267,14 @@ def _json_path(path) -> str:
 
 def validate_profiles(data, source: str) -> None:
     """Raise one ProfileError naming ``source``, the JSON path and the problem."""
-    if jsonschema is None:
+    # Imported here: only user-supplied profiles are validated, and jsonschema costs ~75 ms to import
+    # in every module run.
+    try:
+        import jsonschema  # pylint: disable=import-outside-toplevel
+    except ImportError as exc:  # pragma: no cover - depends on the controller's Python
         raise errors.ProfileError(
             f"checking the release profiles in {source} needs the Python library 'jsonschema' on the controller "
-            f"({JSONSCHEMA_IMPORT_ERROR}); install it with pip install jsonschema")
+            f"({exc}); install it with pip install jsonschema") from None
     validator = jsonschema.Draft7Validator(PROFILE_SCHEMA)
     # Shallowest problem first, and a missing required key before anything else at the same place.
     problems = sorted(validator.iter_errors(data),

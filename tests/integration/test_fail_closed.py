@@ -20,6 +20,7 @@ import ssl
 import urllib.request
 
 import pytest
+import real_cluster
 from apisim.harness import ControlPlane
 from test_playbooks_helpers import TLS, explain, get, releases, run
 
@@ -48,6 +49,8 @@ def report(tmp_path, name):
 @pytest.fixture
 def plane_130(tmp_path):
     """Three apiservers on 1.30 with a namespace; stopped at teardown."""
+    if real_cluster.real_kubeconfig():
+        pytest.skip(real_cluster.NEEDS_ADMIN)
     plane = ControlPlane(tmp_path / "plane", apiservers=3, releases="1.30", tls=TLS)
     plane.start()
     try:
