@@ -100,6 +100,15 @@ unreachable_endpoints:
   type: list
   elements: str
   sample: []
+endpoints:
+  description:
+    - Per endpoint in the last poll - reachable, error (with the HTTP status), release, ready, failed group/versions.
+    - Lets a play learn the release the apiservers run without observing them again.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"endpoint": "https://10.0.0.11:6443", "reachable": true, "error": null, "status": null, "release": "1.33",
+            "git_version": "v1.33.2", "ready": true, "failed_groups": []}]
 """
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import wait as agree
@@ -120,7 +129,8 @@ def argument_spec() -> dict:
     }
 
 
-EMPTY_RESULT = {"agreed": False, "polls_observed": 0, "hashes": {}, "disagreeing": [], "unready": [], "unreachable_endpoints": []}
+EMPTY_RESULT = {"agreed": False, "polls_observed": 0, "hashes": {}, "disagreeing": [], "unready": [], "unreachable_endpoints": [],
+                "endpoints": []}
 
 
 def run(module: KubeUpgradeModule) -> dict:
@@ -129,20 +139,26 @@ def run(module: KubeUpgradeModule) -> dict:
     check_at_least("interval", params["interval"], 0)
     check_at_least("timeout", params["timeout"], 0)  # 0: one observation, no waiting
     clients = module.endpoint_clients()
+    last = {}
+
+    def remember(_polls, _agreement, observation):
+        last["endpoints"] = [ep.summary() for ep in observation.endpoints]
+
     try:
         wait = agree.AgreementWait(polls=params["polls"], interval=params["interval"], timeout=params["timeout"],
                                    require_ready=params["require_ready"])
         agreement, polls = agree.wait_for_agreement(Observer(clients, load_profiles(), module.client()),
-                                                    params["resources"] or None, wait)
+                                                    params["resources"] or None, wait, on_poll=remember)
     except DisagreementError as error:
         details = error.details or {}
         error.result = {"polls_observed": details.get("polls_observed", 0), "hashes": details.get("hashes", {}),
                         "disagreeing": [{"resource": n, "endpoints": details.get("hashes", {}).get(n, {})}
                                         for n in details.get("disagreeing", [])],
-                        "unready": details.get("unready", []), "unreachable_endpoints": details.get("unreachable", [])}
+                        "unready": details.get("unready", []), "unreachable_endpoints": details.get("unreachable", []),
+                        "endpoints": last.get("endpoints", [])}
         raise
     result = agree.last_agreement_fields(agreement)
-    result.update(changed=False, polls_observed=polls,
+    result.update(changed=False, polls_observed=polls, endpoints=last.get("endpoints", []),
                   msg=f"all {len(clients)} apiserver(s) agree on {len(agreement.hashes)} resource(s) "
                       f"for {params['polls']} consecutive poll(s)")
     return result

@@ -104,8 +104,22 @@ options:
       - Seconds after which a StorageState record whose heartbeat was not refreshed is not trusted (its resource
         is then C(unknown)). Default is to trust records of any age.
     type: int
+  report_dir:
+    description:
+      - Directory on the controller where the JSON and Markdown reports are written (created when missing), also
+        when the module runs on another host through C(delegate_to).
+      - They are written once the check has judged, also when its verdicts block, and never in check mode.
+        A relative path is relative to the working directory of C(ansible-playbook).
+      - Default is to write no report files (the Markdown report is in RV(report_markdown)).
+    type: path
+  report_name:
+    description:
+      - File name of the reports in O(report_dir), without extension.
+    type: str
+    default: storage-check
 notes:
   - At least one of O(target_release), O(target_endpoint) or O(target_crds) is required.
+  - The reports are written by this module's action plugin, on the controller.
 """
 
 EXAMPLES = r"""
@@ -137,6 +151,13 @@ EXAMPLES = r"""
     target_endpoint: https://10.0.0.11:6443
     endpoints: [https://10.0.0.12:6443, https://10.0.0.13:6443]
     fail_on: [unsafe, removed, unknown]
+
+- name: Judge from a control-plane node, keep the reports on the controller
+  kubeupgrade.storage.storage_version_check:
+    target_release: "1.34"
+    report_dir: "{{ playbook_dir }}/reports"
+    report_name: preflight-1.34
+  delegate_to: cp1
 """
 
 RETURN = r"""
@@ -279,6 +300,12 @@ skipped_resources:
   type: list
   elements: dict
   sample: [{"resource": "podsecuritypolicies.policy", "reason": "...", "next_step": "..."}]
+report_files:
+  description: The JSON and Markdown reports written in O(report_dir) (empty in check mode).
+  returned: when O(report_dir) is set and the check judged
+  type: list
+  elements: path
+  sample: ["/home/ops/kubeupgrade-reports/preflight-1.34.json", "/home/ops/kubeupgrade-reports/preflight-1.34.md"]
 endpoints:
   description: Per endpoint - reachable, error (with the HTTP status), release, ready.
   returned: always
@@ -290,9 +317,7 @@ endpoints:
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
-EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "blocking": [], "accepted": [], "findings": [],
-                "not_stored": [], "skipped_resources": [], "report_markdown": "", "report_text": "", "endpoints": []}
-
+# No "blocking" on a failure before any judgement: the roles tell that failure from blocking verdicts by it.
 EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "report_markdown": "", "endpoints": []}
 
 
@@ -309,6 +334,9 @@ def argument_spec() -> dict:
         "audit": {"type": "raw"},
         "resources": {"type": "list", "elements": "str", "default": []},
         "record_max_age": {"type": "int"},
+        # Used by the action plugin, which writes the reports on the controller.
+        "report_dir": {"type": "path"},
+        "report_name": {"type": "str", "default": "storage-check"},
     }
 
 

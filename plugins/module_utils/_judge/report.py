@@ -94,3 +94,15 @@ def render_table(judgement) -> str:
                                                if judgement.not_stored else "")
                  + (f"; {len(judgement.skipped)} stale record(s) skipped" if judgement.skipped else ""))
     return "\n".join(lines)
+
+
+# The keys of a check result that make up the JSON report file, in this order.
+DOCUMENT_KEYS = ("verdict", "counts", "blocking", "accepted", "findings", "resources", "not_stored", "skipped_resources")
+
+
+def document(result: dict, target_release) -> dict:
+    """The JSON report file of a check result: what was judged against, by which apiservers, and the verdicts."""
+    doc = {"target_release": target_release or "",
+           "endpoints": [ep.get("endpoint") for ep in result.get("endpoints", [])]}
+    doc.update({key: result.get(key) for key in DOCUMENT_KEYS})
+    return doc

@@ -47,11 +47,6 @@ def validate(params) -> None:
                 f"accept: {{\"{subject}\": \"objects are re-created by the operator after the upgrade\"}}.")
 
 
-def endpoint_summary(ep) -> dict:
-    return {"endpoint": ep.endpoint, "reachable": ep.reachable, "error": ep.error, "status": ep.status,
-            "release": ep.release, "git_version": ep.git_version, "ready": ep.ready, "failed_groups": list(ep.failed_groups)}
-
-
 def _live_target(module, profiles, resources):
     """Observe the already-upgraded apiserver; it must answer, or there is no target to judge against."""
     client = module.client().for_endpoint(module.params["target_endpoint"], option="target_endpoint")
@@ -145,6 +140,6 @@ def result_of(judgement, observation, title: Optional[str] = None) -> dict:
         "skipped_resources": list(judgement.skipped),
         "report_markdown": report.render_markdown(judgement, title=title or ""),
         "report_text": report.render_table(judgement),
-        "endpoints": [endpoint_summary(ep) for ep in observation.endpoints],
+        "endpoints": [ep.summary() for ep in observation.endpoints],
         "msg": text,
     }

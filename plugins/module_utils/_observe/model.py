@@ -56,6 +56,12 @@ class EndpointObservation:
         """True when this endpoint's discovery of ``group`` is complete: a failure elsewhere does not concern it."""
         return self.reachable and not self.failed_for(group, ignore)
 
+    def summary(self) -> dict:
+        """The per-endpoint part of a module result: reachable, why not, release and readiness (no resources)."""
+        return {"endpoint": self.endpoint, "reachable": self.reachable, "error": self.error, "status": self.status,
+                "release": self.release, "git_version": self.git_version, "ready": self.ready,
+                "failed_groups": list(self.failed_groups)}
+
 
 def group_of(group_version: str) -> str:
     """``metrics.k8s.io/v1beta1`` -> ``metrics.k8s.io``; ``v1`` -> ``""`` (core)."""

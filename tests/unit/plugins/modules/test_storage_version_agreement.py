@@ -12,6 +12,9 @@ from ansible_collections.kubeupgrade.storage.plugins.modules import storage_vers
 def test_agreeing_endpoints(run_module, fake_cluster):
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["pods"], "polls": 2, "interval": 0})
     assert not failed and result["agreed"] and result["polls_observed"] == 2
+    # The last poll's view of each endpoint: a play learns the running release without observing again.
+    assert [e["endpoint"] for e in result["endpoints"]] == ENDPOINTS
+    assert all(e["reachable"] and e["ready"] and e["release"] for e in result["endpoints"]), result["endpoints"]
 
 
 def test_disagreement_times_out_naming_each_endpoint(run_module, fake_cluster):
@@ -23,6 +26,7 @@ def test_disagreement_times_out_naming_each_endpoint(run_module, fake_cluster):
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployments.apps"], "interval": 0, "timeout": 0})
     assert failed and not result["agreed"] and "deployments.apps" in result["msg"] and ENDPOINTS[2] in result["msg"]
     assert result["disagreeing"][0]["resource"] == "deployments.apps"
+    assert [e["endpoint"] for e in result["endpoints"]] == ENDPOINTS
 
 
 def test_bad_polls_is_one_clear_error(run_module, fake_cluster):
