@@ -11,9 +11,16 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim
 from apisim.harness import ControlPlane
 
 
+def _start_order(item) -> int:
+    """Scenario tests (marked slow) run several playbooks: minutes; other playbook tests 5-60 s; the rest seconds."""
+    if item.get_closest_marker("slow"):
+        return 0
+    return 1 if "ansible_playbook" in getattr(item, "fixturenames", ()) else 2
+
+
 def pytest_collection_modifyitems(config, items):
-    """Start the slow scenario tests first, so that parallel workers (pytest -n) do not end on them one by one."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """Start the longest tests first, so that parallel workers (pytest -n) do not end on them one by one."""
+    items.sort(key=_start_order)
 
 
 @pytest.fixture

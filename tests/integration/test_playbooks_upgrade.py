@@ -79,7 +79,9 @@ def test_second_runs_change_nothing(sim, ansible_playbook, tmp_path):
 
 def test_failing_host_upgrade_rolls_back(sim, ansible_playbook, tmp_path):
     before = snapshot(sim)
-    result = run(ansible_playbook, "upgrade.yml", sim, tmp_path, kubeupgrade_demo_broken_hosts=["cp2"])
+    # cp2 never comes back: 4 waits for it (not the default 10) are enough to show the rollback.
+    result = run(ansible_playbook, "upgrade.yml", sim, tmp_path, kubeupgrade_demo_broken_hosts=["cp2"],
+                 kubeupgrade_wait_retries=4)
     assert result.rc != 0, explain(result)
     assert "Run the per-host rollback tasks" in result.stdout, explain(result)
     # cp1 was upgraded, cp2 failed and is back on 1.32 and running, cp3 was never touched.
