@@ -3,19 +3,31 @@
 
 Run through ``ansible-playbook``, since only Ansible runs the action plugin: the reports are written
 also when verdicts block (that is when they are read), never in check mode, and a report directory
-that cannot be written is one clear failure naming the option.
+that cannot be written is one clear failure naming the option. The check is confined to a CRD of the
+test's own (``sandbox``), so these tests run against a real cluster too (``KUBEUPGRADE_TEST_KUBECONFIG``).
 """
 
 from __future__ import annotations
 
 import json
 
+import pytest
+import real_cluster
 from test_playbooks_helpers import explain
 
 
-def _playbook(tmp_path, sim, **options):
-    """One check task (fail_on default: a fresh cluster's Unknown records block) and an echo of its result."""
-    args = {"kubeconfig": sim.kubeconfig, "endpoints": sim.endpoints, "target_release": "1.33", **options}
+@pytest.fixture
+def blocked(sandbox):
+    """The sandbox CRD stores a widget in v1alpha1, and the target CRD manifest serves only v1: that blocks."""
+    sandbox.create_crd(storage="v1alpha1")
+    sandbox.create_widget("v1alpha1", "w-0", {"size": 1})
+    return {"resources": [sandbox.resource],
+            "target_crds": [real_cluster.crd_manifest(sandbox.group, storage="v1", versions=("v1",))]}
+
+
+def _playbook(tmp_path, cluster, blocked, **options):
+    """One check task (fail_on default) and an echo of its result."""
+    args = {**cluster.module_args(), "target_release": "1.33", **blocked, **options}
     playbook = tmp_path / "check.yml"
     playbook.write_text(f"""
 - hosts: localhost
@@ -36,41 +48,41 @@ def _echo(result) -> dict:
     return json.loads(line.split('"msg": "RESULT ', 1)[1].rsplit('"', 1)[0].replace('\\"', '"'))
 
 
-def test_reports_are_written_on_the_controller_also_when_verdicts_block(sim, ansible_playbook, tmp_path):
+def test_reports_are_written_on_the_controller_also_when_verdicts_block(cluster, blocked, ansible_playbook, tmp_path):
     reports = tmp_path / "nested" / "reports"
-    result = ansible_playbook(_playbook(tmp_path, sim, report_dir=str(reports), report_name="preflight-1.33"))
+    result = ansible_playbook(_playbook(tmp_path, cluster, blocked, report_dir=str(reports), report_name="preflight-1.33"))
     assert result.rc == 0, explain(result)
     echoed = _echo(result)
-    assert echoed["blocking"] > 0, "a fresh cluster's Unknown records should block"
+    assert echoed["blocking"] == 1, explain(result)
     assert echoed["files"] == [str(reports / "preflight-1.33.json"), str(reports / "preflight-1.33.md")]
     document = json.loads((reports / "preflight-1.33.json").read_text(encoding="utf-8"))
     assert document["target_release"] == "1.33"
-    assert document["endpoints"] == sim.endpoints
-    assert len(document["blocking"]) == echoed["blocking"]
-    assert {r["verdict"] for r in document["resources"]} >= {"unknown"}
+    assert document["endpoints"] == cluster.endpoints
+    assert [b["subject"] for b in document["blocking"]] == [blocked["resources"][0]]
+    assert [r["resource"] for r in document["resources"]] == blocked["resources"]
     assert (reports / "preflight-1.33.md").read_text(encoding="utf-8").startswith("# Storage pre-flight for 1.33")
     assert not list(reports.glob(".kubeupgrade-report-*")), "a temporary file was left behind"
 
 
-def test_no_report_is_written_in_check_mode(sim, ansible_playbook, tmp_path):
+def test_no_report_is_written_in_check_mode(cluster, blocked, ansible_playbook, tmp_path):
     reports = tmp_path / "reports"
-    result = ansible_playbook(_playbook(tmp_path, sim, report_dir=str(reports)), check=True)
+    result = ansible_playbook(_playbook(tmp_path, cluster, blocked, report_dir=str(reports)), check=True)
     assert result.rc == 0, explain(result)
     assert _echo(result)["files"] == []
     assert not reports.exists()
 
 
-def test_a_report_dir_that_cannot_be_written_fails_naming_the_option(sim, ansible_playbook, tmp_path):
+def test_a_report_dir_that_cannot_be_written_fails_naming_the_option(cluster, blocked, ansible_playbook, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a directory")
-    result = ansible_playbook(_playbook(tmp_path, sim, report_dir=str(blocker / "reports")))
+    result = ansible_playbook(_playbook(tmp_path, cluster, blocked, report_dir=str(blocker / "reports")))
     assert result.rc != 0
     assert f"report_dir {blocker / 'reports'}: cannot write the reports on the controller" in result.stdout, explain(result)
     assert "Traceback" not in result.stdout + result.stderr
 
 
-def test_a_report_name_with_a_directory_is_refused(sim, ansible_playbook, tmp_path):
-    result = ansible_playbook(_playbook(tmp_path, sim, report_dir=str(tmp_path / "r"), report_name="../escape"))
+def test_a_report_name_with_a_directory_is_refused(cluster, blocked, ansible_playbook, tmp_path):
+    result = ansible_playbook(_playbook(tmp_path, cluster, blocked, report_dir=str(tmp_path / "r"), report_name="../escape"))
     assert result.rc != 0
     assert "report_name '../escape' must be a file name without a directory" in result.stdout, explain(result)
     assert not (tmp_path / "escape.json").exists()
