@@ -6,7 +6,8 @@
 # With all steps, the CPU-bound checks (sanity, ansible-lint, docs, pytest-oldest) run one after the
 # other in the background while pytest runs: pytest mostly waits on simulated apiservers and polls.
 # Their output is printed after pytest's. KUBEUPGRADE_TEST_SERIAL=1 runs every step in the foreground.
-# KUBEUPGRADE_TEST_WORKERS sets pytest's worker count (default: one per CPU).
+# KUBEUPGRADE_TEST_WORKERS sets pytest's worker count (default: one per CPU, plus one for the main
+# pytest step, whose playbook tests wait on polls and simulated apiservers part of their time).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
@@ -39,7 +40,7 @@ step_pytest() {
     if [ -f scripts/setup-etcd.sh ]; then bash scripts/setup-etcd.sh || return 1; fi
     # worksteal: an idle worker takes queued tests from a busy one (the scenario tests are long and
     # start first, see tests/conftest.py), so that the run does not end on one worker.
-    python -m pytest tests -q -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" --dist worksteal --durations=10 "$@" 2>&1 | tee "$WORK/pytest.log"
+    python -m pytest tests -q -n "${KUBEUPGRADE_TEST_WORKERS:-$(($(nproc) + 1))}" --dist worksteal --durations=10 "$@" 2>&1 | tee "$WORK/pytest.log"
     local rc=${PIPESTATUS[0]}
     pytest_summary "$WORK/pytest.log" pytest
     return "$rc"
