@@ -17,7 +17,6 @@ from datetime import datetime, timedelta, timezone
 from typing import Dict, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.keys import SHARED_STORAGE
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.model import records_from_audit
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -323,6 +322,12 @@ class Measurement:
         """
         if not current or current == UNKNOWN or not self.measures(name):
             return None
+        # Imported here: only a run with an audit needs the audit's model (and its decoders), and every
+        # module that reads records imports this file.
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.model import (  # pylint: disable=import-outside-toplevel
+            records_from_audit,
+        )
+
         persisted = records_from_audit(self.audit, {name: current})[name]
         reasons = [f"measured in etcd ({self.source}) at {self.measured_at}: stored as {', '.join(persisted)}"]
         if UNKNOWN in persisted:
