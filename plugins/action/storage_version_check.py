@@ -26,13 +26,13 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
-        result.update(self._execute_module(module_args=args, task_vars=task_vars))
         report_dir = args.get("report_dir")
+        # Refuse a bad report_name before the module sends any request.
+        paths = report_paths(report_dir, args.get("report_name") or "storage-check") if report_dir else None
+        result.update(self._execute_module(module_args=args, task_vars=task_vars))
         # A result without "blocking" is a failure before any judgement: there is no report to write.
-        if not report_dir or "blocking" not in result:
+        if paths is None or "blocking" not in result:
             return result
-        name = args.get("report_name") or "storage-check"
-        paths = report_paths(report_dir, name)
         if self._task.check_mode:
             result["report_files"] = []
             return result

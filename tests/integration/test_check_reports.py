@@ -81,8 +81,14 @@ def test_a_report_dir_that_cannot_be_written_fails_naming_the_option(cluster, bl
     assert "Traceback" not in result.stdout + result.stderr
 
 
-def test_a_report_name_with_a_directory_is_refused(cluster, blocked, ansible_playbook, tmp_path):
+def test_a_report_name_with_a_directory_is_refused_before_any_request(cluster, blocked, ansible_playbook, tmp_path):
     result = ansible_playbook(_playbook(tmp_path, cluster, blocked, report_dir=str(tmp_path / "r"), report_name="../escape"))
     assert result.rc != 0
     assert "report_name '../escape' must be a file name without a directory" in result.stdout, explain(result)
     assert not (tmp_path / "escape.json").exists()
+    # Before the module runs: with a kubeconfig that does not exist, the report_name is still what is named.
+    unconnected = ansible_playbook(_playbook(tmp_path, cluster, blocked, kubeconfig=str(tmp_path / "no-kubeconfig"),
+                                             report_dir=str(tmp_path / "r"), report_name="../escape"))
+    assert unconnected.rc != 0
+    assert "report_name '../escape' must be a file name without a directory" in unconnected.stdout, explain(unconnected)
+    assert "no-kubeconfig" not in unconnected.stdout, explain(unconnected)
