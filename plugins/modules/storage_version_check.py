@@ -306,6 +306,15 @@ report_files:
   type: list
   elements: path
   sample: ["/home/ops/kubeupgrade-reports/preflight-1.34.json", "/home/ops/kubeupgrade-reports/preflight-1.34.md"]
+disagreeing:
+  description:
+    - Resources whose storage version is not the same on every apiserver, or that not every apiserver serves
+      (expected in the middle of an upgrade), with the version each apiserver reports.
+  returned: always
+  type: list
+  elements: dict
+  sample: [{"resource": "leasecandidates.coordination.k8s.io",
+            "storage_versions": {"https://10.0.0.11:6443": "v1beta1", "https://10.0.0.12:6443": "v1alpha2"}}]
 endpoints:
   description: Per endpoint - reachable, error (with the HTTP status), release, ready.
   returned: always
@@ -318,7 +327,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 # No "blocking" on a failure before any judgement: the roles tell that failure from blocking verdicts by it.
-EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "report_markdown": "", "endpoints": []}
+EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "report_markdown": "", "endpoints": [], "disagreeing": []}
 
 
 def argument_spec() -> dict:

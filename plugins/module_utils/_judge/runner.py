@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, names, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
@@ -141,5 +142,8 @@ def result_of(judgement, observation, title: Optional[str] = None) -> dict:
         "report_markdown": report.render_markdown(judgement, title=title or ""),
         "report_text": report.render_table(judgement),
         "endpoints": [ep.summary() for ep in observation.endpoints],
+        # Where the apiservers stand apart (expected mid-upgrade), decided as the agreement gate decides it.
+        "disagreeing": [{"resource": name, "storage_versions": row["storage_versions"]}
+                        for name, row in resource_table(observation).items() if not row["agreed"]],
         "msg": text,
     }
