@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import importlib.util
 import json
 from typing import Dict, List, NamedTuple, Optional, Tuple
@@ -273,7 +274,9 @@ def _decode_encrypted(value: bytes, etcd_key: bytes, keys: Optional[EncryptionKe
                    reason=f"the {provider} key named {name} in the EncryptionConfiguration does not decrypt this value")
 
 
+@functools.cache
 def _missing_library(provider: str) -> Optional[str]:
+    """Looked up once per provider, not per value: a missing library would search sys.path for every key."""
     module, package = _LIBRARIES[provider]
     return None if importlib.util.find_spec(module) is not None else package
 
