@@ -28,7 +28,8 @@ class ActionModule(ActionBase):
         args = dict(self._task.args)
         report_dir = args.get("report_dir")
         # Refuse a bad report_name before the module sends any request.
-        paths = report_paths(report_dir, args.get("report_name") or "storage-check") if report_dir else None
+        name = args.get("report_name")
+        paths = report_paths(report_dir, "storage-check" if name is None else str(name)) if report_dir else None
         result.update(self._execute_module(module_args=args, task_vars=task_vars))
         # A result without "blocking" is a failure before any judgement: there is no report to write.
         if paths is None or "blocking" not in result:

@@ -92,3 +92,6 @@ def test_a_report_name_with_a_directory_is_refused_before_any_request(cluster, b
     assert unconnected.rc != 0
     assert "report_name '../escape' must be a file name without a directory" in unconnected.stdout, explain(unconnected)
     assert "no-kubeconfig" not in unconnected.stdout, explain(unconnected)
+    # An empty name is refused too, not replaced by the default.
+    empty = ansible_playbook(_playbook(tmp_path, cluster, blocked, report_dir=str(tmp_path / "r"), report_name=""))
+    assert empty.rc != 0 and "report_name '' must be a file name" in empty.stdout, explain(empty)
