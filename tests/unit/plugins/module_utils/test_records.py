@@ -1,5 +1,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""StorageState bookkeeping, checked against what the real trigger wrote (svm-sigs/) and seed 000's walkthrough."""
+"""StorageState bookkeeping, checked against what the real trigger wrote (svm-sigs/) and the HA case walkthrough of the KEP
+"Automated Storage Version Migration with Storage Version Hash"."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def test_create(observed, persisted, current):
     assert json.loads(plan.annotations[records.OBSERVED_HASHES_ANNOTATION]) == {k: v for k, v in observed.items() if v}
 
 
-# Seed 000's walkthrough: three apiservers go v1 -> v2, one rolls back, all re-upgrade, migrate.
+# The KEP's HA case walkthrough: three apiservers go v1 -> v2, one rolls back, all re-upgrade, migrate.
 def test_rolling_upgrade_walkthrough():
     steps = [
         ({A: V1, B: V1, C: V1}, [UNKNOWN, V1], V1),

@@ -1,6 +1,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The HA case walkthrough of seed 000 (KEP "Automated Storage Version Migration with Storage Version
-Hash", "Case walkthrough"), played with the collection's playbooks against three simulated apiservers.
+"""The HA case walkthrough of the KEP "Automated Storage Version Migration with Storage Version
+Hash" (section "Case walkthrough"), played with the collection's playbooks against three simulated apiservers.
 
 The storage version of LeaseCandidates moves from v1alpha2 ("v1") in 1.32 to v1beta1 ("v2") in 1.33,
 and a 1.32 apiserver cannot decode v1beta1. So a migration that ran while any apiserver is still (or
@@ -36,7 +36,7 @@ from test_playbooks_helpers import (
 pytestmark = pytest.mark.slow
 
 
-def test_seed000_walkthrough(sim, ansible_playbook, tmp_path):
+def test_kep_ha_walkthrough(sim, ansible_playbook, tmp_path):
     # Minute 0: every apiserver on 1.32; the records are established and Unknown is resolved.
     result = run(ansible_playbook, "migrate.yml", sim, tmp_path)
     assert result.rc == 0, explain(result)
