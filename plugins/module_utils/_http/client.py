@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The one place that speaks HTTP to apiservers.
 
-Requests go through one urllib3 pool shared by all endpoints and return raw JSON, because discovery
+Requests go over the shared keep-alive connections of ``transport.py`` and return raw JSON, because discovery
 and migration need the documents as the server wrote them, not typed models. Every response body is
 parsed here, once: an error status, a body that is not JSON (an HTML proxy or login page, a cut-off
 answer) and an unreachable endpoint each become an ``ApiError`` or ``EndpointUnreachable`` naming the
@@ -14,23 +14,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Dict, List, Optional
-from urllib.parse import urlencode, urlsplit
+from urllib.parse import urlencode
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import (
-    HAS_URLLIB3,
-    ConnectionSettings,
-    check_url,
-)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings, check_url
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.transport import transport_for
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
-    ConfigurationError,
     EndpointUnreachable,
     is_decode_failure,
 )
-
-if HAS_URLLIB3:
-    import urllib3
 
 LIST_CHUNK = 500
 
@@ -88,43 +81,6 @@ def parse_json_body(response: ApiResponse, endpoint: Optional[str], method: Opti
                    reason="InvalidBody", api_message=problem)
 
 
-_POOLS: Dict[tuple, object] = {}
-
-
-def _pool_for(settings: ConnectionSettings, maxsize: int):
-    """One pool manager per distinct TLS/proxy setup, shared by every endpoint and client in this process."""
-    key = (settings.verify, settings.ca_cert, settings.client_cert, settings.client_key, settings.proxy, maxsize)
-    pool = _POOLS.get(key)
-    if pool is None:
-        tls = {
-            "cert_reqs": "CERT_REQUIRED" if settings.verify else "CERT_NONE",
-            "ca_certs": settings.ca_cert if settings.verify else None,
-            "cert_file": settings.client_cert,
-            "key_file": settings.client_key,
-        }
-        if settings.tls_server_name:
-            tls["server_hostname"] = settings.tls_server_name
-        if not settings.verify:
-            tls["assert_hostname"] = False
-        common = {"num_pools": 16, "maxsize": maxsize, "block": True, "retries": False}
-        if settings.proxy:
-            pool = urllib3.ProxyManager(settings.proxy, proxy_headers=settings.proxy_headers or None, **common, **tls)
-        else:
-            pool = urllib3.PoolManager(**common, **tls)
-        _POOLS[key] = pool
-    return pool
-
-
-def _bypasses_proxy(host: str, no_proxy: Optional[str]) -> bool:
-    if not no_proxy:
-        return False
-    hostname = urlsplit(host).hostname or ""
-    for entry in (e.strip() for e in no_proxy.split(",")):
-        if entry and (hostname == entry or hostname.endswith("." + entry.lstrip("."))):
-            return True
-    return False
-
-
 _NEXT_STEPS = {
     401: "The apiserver rejected the credentials: check 'api_key', the kubeconfig user, or client certificates.",
     403: "The user is not allowed to do this: grant it with RBAC (see the collection README for the required rules).",
@@ -150,15 +106,12 @@ class ApiClient:
     """
 
     def __init__(self, settings: ConnectionSettings, endpoint: Optional[str] = None, maxsize: int = 10, option: str = "endpoints"):
-        if not HAS_URLLIB3:
-            raise ConfigurationError("The 'urllib3' Python library is required (it comes with the 'kubernetes' library).")
         self.settings = settings
         self.endpoint = check_url(option if endpoint else "host", endpoint or settings.host)
         self.maxsize = maxsize
-        self._pool = _pool_for(settings, maxsize)
-        self._direct = _bypasses_proxy(self.endpoint, settings.no_proxy)
-        if self._direct and settings.proxy:
-            self._pool = _pool_for(ConnectionSettings(**{**settings.__dict__, "proxy": None}), maxsize)
+        self._transport = transport_for(settings, self.endpoint, maxsize)
+        self._headers = [(name, value) for name, value in settings.headers.items() if name.lower() != "accept"]
+        self._headers += [("Impersonate-Group", group) for group in settings.impersonate_groups]
 
     def for_endpoint(self, endpoint: str, option: str = "endpoints") -> ApiClient:
         return ApiClient(self.settings, endpoint, self.maxsize, option)
@@ -171,38 +124,20 @@ class ApiClient:
         unknown = set(options) - set(_REQUEST_OPTIONS)
         if unknown:
             raise TypeError(f"unknown request options: {', '.join(sorted(unknown))}")
-        url = self.endpoint + path
+        target = path
         if query:
-            url += "?" + urlencode({k: v for k, v in query.items() if v is not None})
-        headers = urllib3.HTTPHeaderDict(self.settings.headers)
-        headers["Accept"] = options.get("accept") or "application/json"
-        for group in self.settings.impersonate_groups:
-            headers.add("Impersonate-Group", group)
+            target += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+        headers = self._headers + [("Accept", options.get("accept") or "application/json")]
         payload = None
         if body is not None:
             payload = body if isinstance(body, bytes) else json.dumps(body, separators=(",", ":")).encode("utf-8")
-            headers["Content-Type"] = options.get("content_type") or "application/json"
-        raw = self._send(method, path, url, {"headers": headers, "body": payload, "timeout": options.get("timeout") or self.settings.timeout})
-        response = ApiResponse(raw.status, dict(raw.headers), raw.data or b"", self.endpoint, method, path)
+            headers.append(("Content-Type", options.get("content_type") or "application/json"))
+        raw = self._transport.send(method, self.endpoint, path, target,
+                                   (headers, payload, options.get("timeout") or self.settings.timeout))
+        response = ApiResponse(raw.status, raw.headers, raw.data or b"", self.endpoint, method, path)
         if raw.status >= 400:
             raise self._error(method, path, response)
         return response
-
-    def _send(self, method: str, path: str, url: str, request: dict):
-        """One urllib3 request (``request``: headers, body, timeout); no answer at all is EndpointUnreachable."""
-        try:
-            return self._pool.request(method, url, body=request["body"], headers=request["headers"],
-                                      timeout=urllib3.Timeout(total=request["timeout"]), preload_content=True, redirect=False)
-        except urllib3.exceptions.SSLError as exc:
-            raise EndpointUnreachable(
-                f"TLS to {self.endpoint} failed ({_short(exc)}). Check 'ca_cert' / the kubeconfig's certificate-authority, "
-                "or that the endpoint URL matches the apiserver's certificate.",
-                endpoint=self.endpoint, method=method, path=path) from None
-        except urllib3.exceptions.HTTPError as exc:
-            raise EndpointUnreachable(
-                f"apiserver {self.endpoint} did not answer {method} {path}: {_short(exc)}. "
-                "Check that the endpoint URL is right and the apiserver is running.",
-                endpoint=self.endpoint, method=method, path=path) from None
 
     def _error(self, method: str, path: str, response: ApiResponse) -> ApiError:
         body, message = _error_body(response)

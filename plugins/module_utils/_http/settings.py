@@ -23,13 +23,6 @@ from urllib.parse import urlsplit
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
-try:
-    import urllib3
-
-    HAS_URLLIB3 = True
-except ImportError:
-    HAS_URLLIB3 = False
-
 # The kubernetes package's loaders cover every kubeconfig flavour (exec plugins, auth providers), but
 # importing them costs about half a second of CPU per module run; kubeconfigs with only a server,
 # certificates and a token are read here instead, and the loaders are imported when one is needed.
@@ -166,7 +159,8 @@ def _auth_headers(params: dict, config: dict) -> Dict[str, str]:
     if token:
         headers["Authorization"] = token if token.lower().startswith("bearer ") else f"Bearer {token}"
     elif params.get("username") and params.get("password"):
-        headers.update(urllib3.util.make_headers(basic_auth=f"{params['username']}:{params['password']}"))
+        credentials = f"{params['username']}:{params['password']}".encode()
+        headers["Authorization"] = "Basic " + base64.b64encode(credentials).decode("ascii")
     elif config.get("authorization"):
         headers["Authorization"] = config["authorization"]
     if params.get("impersonate_user"):
@@ -175,9 +169,12 @@ def _auth_headers(params: dict, config: dict) -> Dict[str, str]:
 
 
 def _proxy_headers(options) -> Dict[str, str]:
+    """Headers for the proxy (kubernetes.core's ``proxy_headers``), made by urllib3, which proxied requests use."""
     headers: Dict[str, str] = {}
     for key, value in (options or {}).items():
         if value:
+            import urllib3  # pylint: disable=import-outside-toplevel
+
             headers.update(urllib3.util.make_headers(**{key: value}))
     return headers
 

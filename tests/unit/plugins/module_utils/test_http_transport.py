@@ -1,0 +1,140 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The transport under the API client: keep-alive connections, request framing, proxies."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import transport
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """An HTTP/1.1 server that records each request (client port, path, headers, body) and answers JSON."""
+
+    protocol_version = "HTTP/1.1"
+    close_after = False  # answer "Connection: close" and drop the connection
+    drop_silently = False  # answer as keep-alive, then drop the connection
+
+    def _answer(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        self.server.seen.append({"port": self.client_address[1], "path": self.path, "method": self.command,
+                                 "headers": self.headers, "body": body})
+        payload = json.dumps({"path": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        if self.close_after:
+            self.send_header("Connection", "close")
+        self.close_connection = self.close_after or self.drop_silently
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_PATCH = do_POST = _answer
+
+    def log_message(self, *args):
+        pass
+
+
+class _Server(ThreadingHTTPServer):
+    def shutdown_request(self, request):
+        super().shutdown_request(request)
+        self.closed.set()  # a connection is closed on the server's side
+
+
+def _serve(handler):
+    httpd = _Server(("127.0.0.1", 0), handler)
+    httpd.seen = []
+    httpd.closed = threading.Event()
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd
+
+
+@pytest.fixture
+def server():
+    httpd = _serve(_Recorder)
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _client(server, **settings):
+    settings.setdefault("host", f"http://127.0.0.1:{server.server_address[1]}")
+    return ApiClient(ConnectionSettings(headers={"Authorization": "Bearer t"}, timeout=5, **settings))
+
+
+def test_requests_of_one_thread_share_one_keep_alive_connection(server):
+    client = _client(server)
+    for _ in range(3):
+        client.get("/version")
+    assert len({seen["port"] for seen in server.seen}) == 1
+
+
+def test_a_connection_the_server_closed_is_dialled_again(server, monkeypatch):
+    client = _client(server)
+    monkeypatch.setattr(_Recorder, "close_after", True)
+    client.get("/a")
+    client.get("/b")  # the server closed the first connection: the request must not fail on it
+    monkeypatch.setattr(_Recorder, "close_after", False)
+    assert client.get("/c") == {"path": "/c"}
+    assert [seen["path"] for seen in server.seen] == ["/a", "/b", "/c"]
+    assert len({seen["port"] for seen in server.seen}) == 3
+
+
+def test_an_idle_connection_dropped_by_the_server_is_not_reused(server, monkeypatch):
+    client = _client(server)
+    monkeypatch.setattr(_Recorder, "drop_silently", True)
+    client.get("/a")  # answered as keep-alive, then closed by the server, as an apiserver's idle timeout does
+    monkeypatch.setattr(_Recorder, "drop_silently", False)
+    assert server.closed.wait(5)
+    assert client.get("/b") == {"path": "/b"}
+    assert server.seen[0]["port"] != server.seen[1]["port"]
+
+
+def test_bodies_carry_their_length_and_arrive_whole(server):
+    client = _client(server)
+    client.request("PATCH", "/p", query={"fieldManager": "m"}, body={"metadata": {"name": "x"}},
+                   content_type="application/apply-patch+yaml")
+    client.request("POST", "/empty")
+    client.get("/after")  # the connection is still in step: nothing of a body was read as a request
+    patch, empty, after = server.seen
+    assert patch["path"] == "/p?fieldManager=m"
+    assert json.loads(patch["body"]) == {"metadata": {"name": "x"}}
+    assert patch["headers"]["Content-Type"] == "application/apply-patch+yaml"
+    assert empty["headers"]["Content-Length"] == "0"
+    assert after["path"] == "/after" and after["method"] == "GET"
+
+
+def test_impersonated_groups_are_sent_as_repeated_headers(server):
+    ApiClient(ConnectionSettings(host=f"http://127.0.0.1:{server.server_address[1]}", impersonate_groups=["a", "b"],
+                                 headers={"Impersonate-User": "u"})).get("/x")
+    headers = server.seen[-1]["headers"]
+    assert headers.get_all("Impersonate-Group") == ["a", "b"]
+    assert headers["Impersonate-User"] == "u"
+    assert headers["Accept"] == "application/json"
+
+
+def test_a_proxy_carries_the_request_unless_no_proxy_names_the_host(server):
+    proxy = _serve(_Recorder)  # answers in place of the apiserver: what matters is where the request went
+    try:
+        proxy_url = f"http://127.0.0.1:{proxy.server_address[1]}"
+        endpoint = f"http://apiserver.example.test:{server.server_address[1]}"
+        assert _client(server, host=endpoint, proxy=proxy_url).get("/version") == {"path": endpoint + "/version"}
+        assert proxy.seen[-1]["path"] == endpoint + "/version"
+        direct = _client(server, proxy=proxy_url, no_proxy="127.0.0.1")
+        assert direct.get("/direct") == {"path": "/direct"}
+        assert len(proxy.seen) == 1 and server.seen[-1]["path"] == "/direct"
+    finally:
+        proxy.shutdown()
+        proxy.server_close()
+
+
+def test_transports_are_shared_by_setup():
+    first = ConnectionSettings(host="https://a:6443", ca_cert="/ca")
+    assert transport.transport_for(first, "https://a:6443", 10) is transport.transport_for(first, "https://b:6443", 4)
+    other = ConnectionSettings(host="https://a:6443", ca_cert="/other-ca")
+    assert transport.transport_for(other, "https://a:6443", 10) is not transport.transport_for(first, "https://a:6443", 10)
