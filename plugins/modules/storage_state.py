@@ -225,38 +225,19 @@ def run(module: KubeUpgradeModule) -> dict:
             + "; ".join(e.error or e.endpoint for e in observation.endpoints))
     if params["state"] == "absent":
         return remove(module, observation, cluster)
-    for ep in observation.endpoints:
-        if not ep.complete:
-            module.warn(f"{ep.error} - its storage hashes are not recorded in this run")
-    installed = storage_state_io.ensure_crd(cluster, params["install_crd"], module.check_mode)
-    if installed and not module.check_mode:
-        # The StorageState CRD is itself a persisted resource: observe again so its record is written
-        # in this run too, and the next run has nothing left to do.
-        observation = observe(module.endpoint_clients(), load_profiles(), resources=params["resources"] or None, include=(),
-                              cluster_client=cluster)
-    existing = {} if (installed and module.check_mode) else storage_state_io.read_records(cluster)
-    observed = storage_state_io.observed_hashes(observation, params["resources"] or None)
-    for name in params["resources"] or []:
-        if name not in observed:
-            module.warn(f"no reachable apiserver reports a storage hash for {name}; its record is left as it is")
     if measured is not None and not measured.covers_absent:
         module.warn("the audit was limited to some resources or found keys outside the apiserver's key layout: resources "
                     "it did not count keep their remembered records (Unknown for a new one)")
-    options = storage_state_io.ApplyOptions(params["heartbeat_interval"], module.check_mode, measurement=measured)
-    changes = storage_state_io.apply_records(cluster, observed, existing, options)
-    changed_records = [c for c in changes if c.action != storage_state_io.UNCHANGED]
-    counts = {action: sum(1 for c in changes if c.action == action)
-              for action in (storage_state_io.CREATED, storage_state_io.UPDATED, storage_state_io.UNCHANGED)}
-    result = {
-        "changed": bool(changed_records) or installed,
-        "records": [c.to_dict() for c in changes],
-        "crd_installed": installed,
-        "unreachable_endpoints": unreachable,
-        "msg": (("would " if module.check_mode else "") + f"create {counts['created']}, update {counts['updated']} StorageState "
-                f"record(s); {counts['unchanged']} unchanged" + ("; StorageState CRD installed" if installed else "")),
-    }
+    request = storage_state_io.Refresh(params["resources"] or None, params["install_crd"], params["heartbeat_interval"],
+                                       module.check_mode, measured)
+    result, _observation = storage_state_io.refresh(
+        cluster, observation, request, warn=module.warn,
+        reobserve=lambda: observe(module.endpoint_clients(), load_profiles(), resources=params["resources"] or None,
+                                  include=(), cluster_client=cluster))
+    result["unreachable_endpoints"] = unreachable
+    diff = result.pop("diff")
     if module.diff_mode:
-        result["diff"] = {"before": {c.name: c.before for c in changed_records}, "after": {c.name: c.after for c in changed_records}}
+        result["diff"] = diff
     return result
 
 

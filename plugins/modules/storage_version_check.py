@@ -22,12 +22,11 @@ description:
     nothing stored is C(safe).
   - A StorageState record of a resource that neither the running apiservers nor the target serve is skipped with
     its reason (remove it with M(kubeupgrade.storage.storage_state) O(kubeupgrade.storage.storage_state#module:state=absent)).
-  - Never writes to the cluster.
+  - Writes nothing to the cluster, unless O(refresh_records=true) brings the StorageState records up to date first.
 author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
   - kubeupgrade.storage.connection
   - kubeupgrade.storage.connection.endpoints
-  - kubeupgrade.storage.attributes.read_only
   - kubeupgrade.storage.attributes.action_group
 options:
   target_release:
@@ -99,6 +98,17 @@ options:
     type: list
     elements: str
     default: []
+  refresh_records:
+    description:
+      - Before judging, bring the StorageState records up to date with what this check observes, exactly as
+        M(kubeupgrade.storage.storage_state) does with its defaults - install the StorageState CRD when it is missing,
+        create missing records (C(Unknown) plus the hashes observed now), append newly observed hashes, renew old
+        heartbeats - then judge from the refreshed records. One task instead of two; the result is in
+        RV(records_refreshed).
+      - In check mode nothing is written (RV(records_refreshed) says what would be) and the records are judged as they are.
+      - With V(false) (the default) the check writes nothing and judges the records as they are.
+    type: bool
+    default: false
   record_max_age:
     description:
       - Seconds after which a StorageState record whose heartbeat was not refreshed is not trusted (its resource
@@ -117,6 +127,13 @@ options:
       - File name of the reports in O(report_dir), without extension.
     type: str
     default: storage-check
+attributes:
+  check_mode:
+    description: Judges as usual; with O(refresh_records=true) reports which records would change and writes nothing.
+    support: full
+  diff_mode:
+    description: No diff is returned; RV(records_refreshed) lists each record's change.
+    support: none
 notes:
   - At least one of O(target_release), O(target_endpoint) or O(target_crds) is required.
   - The reports are written by this module's action plugin, on the controller.
@@ -315,6 +332,22 @@ disagreeing:
   elements: dict
   sample: [{"resource": "leasecandidates.coordination.k8s.io",
             "storage_versions": {"https://10.0.0.11:6443": "v1beta1", "https://10.0.0.12:6443": "v1alpha2"}}]
+agreed:
+  description:
+    - Whether every apiserver answered with complete discovery and all report the same storage version for every
+      resource (readiness aside), as M(kubeupgrade.storage.storage_version_info) reports it.
+  returned: when the check judged
+  type: bool
+  sample: true
+records_refreshed:
+  description:
+    - With O(refresh_records=true), what was done to the records - as M(kubeupgrade.storage.storage_state) returns it
+      (C(records), C(crd_installed), C(unreachable_endpoints), C(msg), C(changed)). C(changed) of the check is
+      C(changed) of this.
+  returned: when O(refresh_records=true) and an apiserver answered
+  type: dict
+  sample: {"changed": true, "records": [{"name": "secrets", "action": "created"}], "crd_installed": false,
+           "unreachable_endpoints": [], "msg": "create 1, update 0 StorageState record(s); 60 unchanged"}
 endpoints:
   description: Per endpoint - reachable, error (with the HTTP status), release, ready.
   returned: always
@@ -343,6 +376,7 @@ def argument_spec() -> dict:
         "audit": {"type": "raw"},
         "resources": {"type": "list", "elements": "str", "default": []},
         "record_max_age": {"type": "int"},
+        "refresh_records": {"type": "bool", "default": False},
         # Used by the action plugin, which writes the reports on the controller.
         "report_dir": {"type": "path"},
         "report_name": {"type": "str", "default": "storage-check"},

@@ -167,7 +167,7 @@ identity_leases:
             "renew_time": "2026-11-21T14:19:31.852662Z"}]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import compare_endpoints, resource_table
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES, observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
@@ -198,8 +198,7 @@ def endpoint_result(ep) -> dict:
 def info_result(observation, resources, include) -> dict:
     """The module result from an Observation (kept here, not in observe.py, because it is this module's format)."""
     data = observation.to_dict()
-    agreement = compare_endpoints(observation.endpoints, resources=resources or None, require_ready=False,
-                                  ignore=observation.aggregated_group_versions())
+    agreement = observation_agreement(observation, resources)
     unreachable = [e.endpoint for e in observation.endpoints if not e.reachable] + list(agreement.incomplete)
     return {
         "changed": False,

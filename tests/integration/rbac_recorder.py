@@ -213,11 +213,11 @@ The collection ships its roles in ``rbac/`` (in the installed collection:
 ``ansible_collections/kubeupgrade/storage/rbac/``). Bind each identity to the roles of its use;
 ``rbac/bindings.example.yaml`` does it for two ServiceAccounts:
 
-- **pre-flight** (``storage_version_info``, ``storage_version_check``, ``storage_version_agreement``, the
-  ``preflight`` role): ``kubeupgrade-storage-observe`` (ClusterRole and the Role in ``kube-system``) and,
-  for object counts, ``kubeupgrade-storage-count-objects``.
-- **records** (``storage_state``, installing the StorageState CRD): ``kubeupgrade-storage-observe`` and
-  ``kubeupgrade-storage-records``.
+- **pre-flight** (``storage_version_info``, ``storage_version_check``, ``storage_version_agreement``):
+  ``kubeupgrade-storage-observe`` (ClusterRole and the Role in ``kube-system``) and, for object counts,
+  ``kubeupgrade-storage-count-objects``.
+- **records** (``storage_state``, ``storage_version_check`` with ``refresh_records: true``, the ``preflight``
+  role, installing the StorageState CRD): ``kubeupgrade-storage-observe`` and ``kubeupgrade-storage-records``.
 - **migration** (``storage_migration``, the ``migrate`` role): ``kubeupgrade-storage-observe``,
   ``kubeupgrade-storage-records`` and ``kubeupgrade-storage-migrate`` (ClusterRole and the Role in
   ``kube-system``).

@@ -120,6 +120,34 @@ def test_check_verdicts(plane, run):
     assert not failed and result["verdict"] == "safe"
 
 
+def test_check_refreshes_the_records_as_storage_state_would_then_judges_from_them(plane, run):
+    _info, _state, check, _agreement = modules()
+    wanted = ["pods", "deployments.apps"]
+    args = base(plane, resources=wanted, target_release="1.33", fail_on=[], refresh_records=True)
+    failed, result = run(check, args, check_mode=True)
+    assert not failed and result["changed"] is True
+    assert {r["action"] for r in result["records_refreshed"]["records"]} == {"created"}
+    assert not _has_states(plane) or plane.admin.stored_objects("storagestates.migration.k8s.io") == []
+
+    failed, result = run(check, args)
+    assert not failed and result["changed"] is True and result["agreed"] is True
+    assert sorted(r["name"] for r in result["records_refreshed"]["records"]) == sorted(wanted)
+    obj = cluster_client(plane).get("/apis/migration.k8s.io/v1alpha1/storagestates/deployments.apps")
+    assert obj["status"]["persistedStorageVersionHashes"] == ["Unknown", "8aSe+NMegvE="]
+    # Judged from the records it just wrote: Unknown with objects stored, exactly as after storage_state.
+    verdicts = {r["resource"]: r for r in result["resources"]}
+    assert verdicts["deployments.apps"]["verdict"] == "unknown"
+    assert verdicts["deployments.apps"]["persisted_hashes"] == ["Unknown", "8aSe+NMegvE="]
+    assert "record for deployments.apps lists Unknown" in verdicts["deployments.apps"]["reason"]
+
+    failed, again = run(check, args)
+    assert not failed and again["changed"] is False
+    assert {r["action"] for r in again["records_refreshed"]["records"]} == {"unchanged"}
+
+    failed, plain = run(check, base(plane, resources=wanted, target_release="1.33", fail_on=[]))
+    assert not failed and "records_refreshed" not in plain and plain["changed"] is False
+
+
 def test_unreachable_endpoint_is_reported_and_judged_unknown(plane, run):
     info, state, check, _agreement = modules()
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io

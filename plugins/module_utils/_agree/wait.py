@@ -24,6 +24,13 @@ def compare_endpoints(endpoints, resources=None, require_ready=True, ignore=()) 
     return compare(endpoints, resources=resources, require_ready=require_ready, ignore=ignore)
 
 
+def observation_agreement(observation, resources=None) -> Agreement:
+    """Whether one observation agrees (readiness aside), as ``storage_version_info`` and the check report it:
+    aggregated group/versions are not stored here and do not count."""
+    return compare_endpoints(observation.endpoints, resources=resources or None, require_ready=False,
+                             ignore=observation.aggregated_group_versions())
+
+
 def disagreeing_names(agreement) -> List[str]:
     """Resource names from ``agreement.disagreeing`` whatever its shape (names, dicts or a mapping)."""
     value = agreement.disagreeing

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import resource_table
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, names, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
@@ -25,6 +25,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io as observe_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
@@ -78,11 +79,29 @@ def _check_accept(accept, judgement) -> None:
                                  "group/versions or apiservers the report lists.")
 
 
-def judge_cluster(module, options: JudgeOptions, target: Target, profiles, count: bool = True):
-    """Observe every endpoint, judge, count the objects of what is not safe, judge again."""
+def _observe(module, options: JudgeOptions, profiles):
+    return observe_mod.observe(module.endpoint_clients(), profiles, resources=options.resources, include=CLUSTER_READS,
+                               cluster_client=module.client())
+
+
+def refresh_records(module, options: JudgeOptions, profiles, observation):
+    """``refresh_records``: the records brought up to date from this observation (as storage_state does), then read
+    again for the judgement. Nothing is recorded when no apiserver answered (the judgement blocks on that)."""
+    if not any(ep.reachable for ep in observation.endpoints):
+        return None, observation
+    request = storage_state_io.Refresh(options.resources, check_mode=module.check_mode)
+    refreshed, observation = storage_state_io.refresh(module.client(), observation, request, warn=module.warn,
+                                                      reobserve=lambda: _observe(module, options, profiles))
+    refreshed.pop("diff")
+    if refreshed["changed"] and not module.check_mode:
+        observe_mod.read_storage_states(module.client(), observation, options.resources)
+    return refreshed, observation
+
+
+def judge_observed(module, observation, judging: tuple, count: bool = True):
+    """Judge ``observation``; count the objects of what is not safe, and judge again with the counts."""
+    options, target, profiles = judging
     clients = module.endpoint_clients()
-    observation = observe_mod.observe(clients, profiles, resources=options.resources, include=CLUSTER_READS,
-                                      cluster_client=module.client())
     first = judge(observation, target, profiles, options)
     pending = [r.resource for r in first.resources if needs_count(r)]
     if not count or not pending:
@@ -106,7 +125,12 @@ def run(module) -> dict:
                            accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]),
                            audit=params.get("audit"))
     target = Target(release=release, live=live, crd_manifests=manifests)
-    observation, judgement = judge_cluster(module, options, target, profiles, count=params.get("count_objects", True))
+    observation = _observe(module, options, profiles)
+    refreshed = None
+    if params.get("refresh_records"):
+        refreshed, observation = refresh_records(module, options, profiles, observation)
+    observation, judgement = judge_observed(module, observation, (options, target, profiles),
+                                            count=params.get("count_objects", True))
     if resources:
         _check_names(params, observation, profiles, manifests)
     _check_accept(options.accept, judgement)
@@ -115,7 +139,11 @@ def run(module) -> dict:
             module.warn(ep.error or f"apiserver {ep.endpoint}: discovery failed for {', '.join(ep.failed_groups)}")
     for warning in observation.warnings:
         module.warn(warning)
-    return result_of(judgement, observation, title=_title(params))
+    result = result_of(judgement, observation, title=_title(params), resources=resources)
+    if refreshed is not None:
+        result["records_refreshed"] = refreshed
+        result["changed"] = refreshed["changed"]
+    return result
 
 
 def _title(params) -> str:
@@ -123,7 +151,7 @@ def _title(params) -> str:
     return f"Storage pre-flight for {target}"
 
 
-def result_of(judgement, observation, title: Optional[str] = None) -> dict:
+def result_of(judgement, observation, title: Optional[str] = None, resources=None) -> dict:
     ordered = sorted(judgement.resources, key=lambda r: (-VERDICT_ORDER.index(r.verdict), r.resource))
     blocking = judgement.blocking
     text = report.render_text(judgement)
@@ -142,6 +170,7 @@ def result_of(judgement, observation, title: Optional[str] = None) -> dict:
         "report_markdown": report.render_markdown(judgement, title=title or ""),
         "report_text": report.render_table(judgement),
         "endpoints": [ep.summary() for ep in observation.endpoints],
+        "agreed": bool(observation_agreement(observation, resources).agreed),
         # Where the apiservers stand apart (expected mid-upgrade), decided as the agreement gate decides it.
         "disagreeing": [{"resource": name, "storage_versions": row["storage_versions"]}
                         for name, row in resource_table(observation).items() if not row["agreed"]],

@@ -262,6 +262,12 @@ def observe(clients: Sequence, profiles, resources=None, include=DEFAULT_INCLUDE
     return Observer(clients, profiles, cluster_client).observe(resources, include)
 
 
+def read_storage_states(cluster_client, observation: Observation, resources=None) -> None:
+    """Read the StorageState records into ``observation`` again (after they were refreshed in the same run)."""
+    observation.storage_states = {}
+    _ClusterReads(cluster_client, observation, Tuning()).storage_states(set(resources) if resources else None)
+
+
 def list_all(client, path: str, query=None, tuning: Optional[Tuning] = None, chunk: int = LIST_CHUNK) -> List[dict]:
     """Every item of a LIST, in chunks of ``chunk`` with ``continue``, each page retried on faults; an expired
     token (410) restarts the list once."""

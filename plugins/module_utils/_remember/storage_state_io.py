@@ -261,3 +261,47 @@ def remove_records(client, names, existing: Dict[str, dict], check_mode: bool) -
                     raise
         changes.append(RecordChange(name=name, action=REMOVED, before=_view(obj), after=None))
     return changes
+
+
+@dataclass
+class Refresh:
+    """What ``refresh`` needs besides the observation: which records, CRD installation, heartbeat, check mode."""
+
+    resources: Optional[List[str]] = None
+    install_crd: bool = True
+    heartbeat_interval: int = 600
+    check_mode: bool = False
+    measurement: Optional[records.Measurement] = None
+
+
+def refresh(cluster_client, observation, request: Refresh, reobserve: Callable[[], object], warn: Callable[[str], None]):
+    """Bring the records up to date with ``observation`` (``storage_state state=present``; the check's
+    ``refresh_records``): install the CRD when missing, create missing records, append newly observed
+    hashes, renew old heartbeats. Returns (the storage_state result, the observation to go on with:
+    ``reobserve()`` when the CRD was just installed, so its own record is written in this run too).
+    """
+    for ep in observation.endpoints:
+        if not ep.complete:
+            warn(f"{ep.error} - its storage hashes are not recorded in this run")
+    installed = ensure_crd(cluster_client, request.install_crd, request.check_mode)
+    if installed and not request.check_mode:
+        observation = reobserve()
+    existing = {} if (installed and request.check_mode) else read_records(cluster_client)
+    observed = observed_hashes(observation, request.resources)
+    for name in request.resources or []:
+        if name not in observed:
+            warn(f"no reachable apiserver reports a storage hash for {name}; its record is left as it is")
+    options = ApplyOptions(request.heartbeat_interval, request.check_mode, measurement=request.measurement)
+    changes = apply_records(cluster_client, observed, existing, options)
+    changed_records = [c for c in changes if c.action != UNCHANGED]
+    counts = {action: sum(1 for c in changes if c.action == action) for action in (CREATED, UPDATED, UNCHANGED)}
+    result = {
+        "changed": bool(changed_records) or installed,
+        "records": [c.to_dict() for c in changes],
+        "crd_installed": installed,
+        "unreachable_endpoints": [e.endpoint for e in observation.endpoints if not e.reachable],
+        "msg": (("would " if request.check_mode else "") + f"create {counts[CREATED]}, update {counts[UPDATED]} StorageState "
+                f"record(s); {counts[UNCHANGED]} unchanged" + ("; StorageState CRD installed" if installed else "")),
+        "diff": {"before": {c.name: c.before for c in changed_records}, "after": {c.name: c.after for c in changed_records}},
+    }
+    return result, observation
