@@ -143,6 +143,16 @@ options:
     description: After success, set the resource's StorageState C(persistedStorageVersionHashes) to C([current]).
     type: bool
     default: true
+  refresh_records:
+    description:
+      - Before selecting, bring the StorageState records up to date with what this task observes, exactly as
+        M(kubeupgrade.storage.storage_state) does with its defaults - install the StorageState CRD when it is missing,
+        create missing records (C(Unknown) plus the hashes observed now), append newly observed hashes, renew old
+        heartbeats. With O(select=from_records) a resource that had no record is then selected. One task instead of
+        two; the result is in RV(records_refreshed).
+      - Ignored with O(objects_from_audit). In check mode nothing is written and selection uses the records as they are.
+    type: bool
+    default: false
   prune_crd_stored_versions:
     description:
       - After a CRD's objects are migrated, set its C(status.storedVersions) to C([storage version]) through C(/status),
@@ -340,6 +350,15 @@ skipped_resources:
   type: list
   elements: dict
   sample: [{"resource": "configmaps", "reason": "StorageState says every object is stored as qFsyl6wFWjQ= already"}]
+records_refreshed:
+  description:
+    - With O(refresh_records=true), what was done to the records before selecting - as
+      M(kubeupgrade.storage.storage_state) returns it (C(records), C(crd_installed), C(unreachable_endpoints), C(msg),
+      C(changed)).
+  returned: when O(refresh_records=true) and an apiserver answered
+  type: dict
+  sample: {"changed": true, "records": [{"name": "secrets", "action": "created"}], "crd_installed": false,
+           "unreachable_endpoints": [], "msg": "create 1, update 0 StorageState record(s); 60 unchanged"}
 stale_records:
   description: Resources skipped because no apiserver serves them (StorageState records left from an earlier release).
   returned: always
@@ -381,6 +400,7 @@ def argument_spec() -> dict:
         "chunk_size": {"type": "int", "default": 500},
         "max_failures": {"type": "int", "default": 10},
         "update_records": {"type": "bool", "default": True},
+        "refresh_records": {"type": "bool", "default": False},
         "prune_crd_stored_versions": {"type": "bool", "default": True},
         "keep_migration_objects": {"type": "bool", "default": False},
         "lock": {"type": "bool", "default": True},

@@ -142,6 +142,26 @@ def test_builtin_resource_and_next_preflight_is_safe(plane, capsys):
     assert verdicts.get("configmaps") == "safe", check
 
 
+def test_refresh_records_gives_an_unrecorded_resource_a_record_so_from_records_migrates_it(plane, capsys):
+    put_configmaps(plane, 5, version="v1")
+    before = snapshot(plane, "configmaps")
+    assert _storage_state(plane, "configmaps") is None
+    failed, result = run(plane, capsys, select="from_records", backend="client")
+    # No record: nothing tells it to migrate configmaps (only the CRD listing two storedVersions is selected).
+    assert not failed and "configmaps" not in [m["resource"] for m in result["migrations"]], result
+    failed, result = run(plane, capsys, select="from_records", backend="client", check_mode=True, refresh_records=True)
+    assert not failed and _storage_state(plane, "configmaps") is None  # check mode writes nothing
+    assert {r["name"]: r["action"] for r in result["records_refreshed"]["records"]}["configmaps"] == "created"
+    failed, result = run(plane, capsys, select="from_records", backend="client", refresh_records=True)
+    assert not failed, result
+    assert {r["name"]: r["action"] for r in result["records_refreshed"]["records"]}["configmaps"] == "created"
+    migrated = {m["resource"]: m for m in result["migrations"]}
+    assert migrated["configmaps"]["objects_migrated"] == len(before)
+    assert contents(snapshot(plane, "configmaps")) == contents(before)
+    status = _storage_state(plane, "configmaps")
+    assert status["persistedStorageVersionHashes"] == [status["currentStorageVersionHash"]]
+
+
 # -- faults on the client-side migrator ----------------------------------------------------------------------
 
 FAULTS = [

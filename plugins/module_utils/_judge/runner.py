@@ -84,20 +84,6 @@ def _observe(module, options: JudgeOptions, profiles):
                                cluster_client=module.client())
 
 
-def refresh_records(module, options: JudgeOptions, profiles, observation):
-    """``refresh_records``: the records brought up to date from this observation (as storage_state does), then read
-    again for the judgement. Nothing is recorded when no apiserver answered (the judgement blocks on that)."""
-    if not any(ep.reachable for ep in observation.endpoints):
-        return None, observation
-    request = storage_state_io.Refresh(options.resources, check_mode=module.check_mode)
-    refreshed, observation = storage_state_io.refresh(module.client(), observation, request, warn=module.warn,
-                                                      reobserve=lambda: _observe(module, options, profiles))
-    refreshed.pop("diff")
-    if refreshed["changed"] and not module.check_mode:
-        observe_mod.read_storage_states(module.client(), observation, options.resources)
-    return refreshed, observation
-
-
 def judge_observed(module, observation, judging: tuple, count: bool = True):
     """Judge ``observation``; count the objects of what is not safe, and judge again with the counts."""
     options, target, profiles = judging
@@ -128,7 +114,8 @@ def run(module) -> dict:
     observation = _observe(module, options, profiles)
     refreshed = None
     if params.get("refresh_records"):
-        refreshed, observation = refresh_records(module, options, profiles, observation)
+        refreshed, observation = storage_state_io.refresh_before_use(
+            module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
     observation, judgement = judge_observed(module, observation, (options, target, profiles),
                                             count=params.get("count_objects", True))
     if resources:

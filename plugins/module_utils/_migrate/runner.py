@@ -38,6 +38,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progr
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ConfigurationError,
     DisagreementError,
@@ -70,6 +71,7 @@ class Run:
     status: Optional[StatusFile] = None
     stop: Optional[StopSignal] = None
     objects: Optional[plan.ObjectPlan] = None  # objects_from_audit: only these objects are rewritten
+    refreshed: Optional[dict] = None  # refresh_records: what was done to the records before selecting
 
 
 # -- options ---------------------------------------------------------------------------------------------------
@@ -386,6 +388,11 @@ def _prepare(mod) -> Run:
             return run  # nothing listed: no request at all
     run.observation = observe(run.clients, run.profiles, resources=requested, include=("crds", "storage_states"),
                               cluster_client=run.cluster)
+    if params.get("refresh_records") and run.objects is None:
+        run.refreshed, run.observation = storage_state_io.refresh_before_use(
+            mod, run.observation, requested,
+            reobserve=lambda: observe(run.clients, run.profiles, resources=requested, include=("crds", "storage_states"),
+                                      cluster_client=run.cluster))
     return run
 
 
@@ -422,8 +429,10 @@ def run(mod) -> dict:
                                             "target cannot decode."}
     selection, agreement = _select(run_)
     skipped = (run_.objects.skipped if run_.objects else []) + selection.skipped
-    result = {"changed": False, "migrations": [], "skipped_resources": skipped, "summary": [],
-              "stale_records": [s["resource"] for s in selection.skipped if s["reason"] == plan.STALE_REASON]}
+    result = {"changed": bool(run_.refreshed and run_.refreshed["changed"]), "migrations": [], "skipped_resources": skipped,
+              "summary": [], "stale_records": [s["resource"] for s in selection.skipped if s["reason"] == plan.STALE_REASON]}
+    if run_.refreshed is not None:
+        result["records_refreshed"] = run_.refreshed
     if not selection.selected:
         result["msg"] = "Nothing to migrate."
         result["summary"] = summary_table([], selection.skipped)

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Callable, Dict, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import read_storage_states
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
@@ -305,3 +306,17 @@ def refresh(cluster_client, observation, request: Refresh, reobserve: Callable[[
         "diff": {"before": {c.name: c.before for c in changed_records}, "after": {c.name: c.after for c in changed_records}},
     }
     return result, observation
+
+
+def refresh_before_use(module, observation, resources, reobserve: Callable[[], object]):
+    """The ``refresh_records`` option of the check and the migration: ``refresh`` with storage_state's defaults, then
+    the records read again into ``observation`` for the task to go on with. Nothing is recorded when no apiserver
+    answered (the task fails or blocks on that). Returns (what was done, or None; the observation)."""
+    if not any(ep.reachable for ep in observation.endpoints):
+        return None, observation
+    request = Refresh(resources, check_mode=module.check_mode)
+    refreshed, observation = refresh(module.client(), observation, request, reobserve=reobserve, warn=module.warn)
+    refreshed.pop("diff")
+    if refreshed["changed"] and not module.check_mode:
+        read_storage_states(module.client(), observation, resources)
+    return refreshed, observation
