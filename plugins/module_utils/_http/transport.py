@@ -63,6 +63,7 @@ def tls_context(settings: ConnectionSettings) -> ssl.SSLContext:
         context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
+    context.set_alpn_protocols(["http/1.1"])  # as urllib3 offers: a server or proxy that requires ALPN gets an answer
     try:
         if settings.client_cert:
             context.load_cert_chain(settings.client_cert, settings.client_key or None)
