@@ -217,7 +217,11 @@ def run(module: KubeUpgradeModule) -> dict:
     measured = measurement(params)
     cluster = module.client()
     wanted = None if params["state"] == "absent" else params["resources"] or None
-    observation = observe(module.endpoint_clients(), load_profiles(), resources=wanted, include=(), cluster_client=cluster)
+
+    def observe_now():
+        return observe(module.endpoint_clients(), load_profiles(), resources=wanted, include=(), cluster_client=cluster)
+
+    observation = observe_now()
     unreachable = [e.endpoint for e in observation.endpoints if not e.reachable]
     if len(unreachable) == len(observation.endpoints):
         raise KubeUpgradeError(
@@ -230,10 +234,7 @@ def run(module: KubeUpgradeModule) -> dict:
                     "it did not count keep their remembered records (Unknown for a new one)")
     request = storage_state_io.Refresh(params["resources"] or None, params["install_crd"], params["heartbeat_interval"],
                                        module.check_mode, measured)
-    result, _observation = storage_state_io.refresh(
-        cluster, observation, request, warn=module.warn,
-        reobserve=lambda: observe(module.endpoint_clients(), load_profiles(), resources=params["resources"] or None,
-                                  include=(), cluster_client=cluster))
+    result, _observation = storage_state_io.refresh(cluster, observation, request, reobserve=observe_now, warn=module.warn)
     result["unreachable_endpoints"] = unreachable
     diff = result.pop("diff")
     if module.diff_mode:

@@ -386,13 +386,14 @@ def _prepare(mod) -> Run:
         requested = list(run.objects.objects)
         if not requested:
             return run  # nothing listed: no request at all
-    run.observation = observe(run.clients, run.profiles, resources=requested, include=("crds", "storage_states"),
-                              cluster_client=run.cluster)
+    def observe_now():
+        return observe(run.clients, run.profiles, resources=requested, include=("crds", "storage_states"),
+                       cluster_client=run.cluster)
+
+    run.observation = observe_now()
     if params.get("refresh_records") and run.objects is None:
-        run.refreshed, run.observation = storage_state_io.refresh_before_use(
-            mod, run.observation, requested,
-            reobserve=lambda: observe(run.clients, run.profiles, resources=requested, include=("crds", "storage_states"),
-                                      cluster_client=run.cluster))
+        run.refreshed, run.observation = storage_state_io.refresh_before_use(mod, run.observation, requested,
+                                                                             reobserve=observe_now)
     return run
 
 
