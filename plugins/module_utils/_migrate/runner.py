@@ -386,6 +386,7 @@ def _prepare(mod) -> Run:
         requested = list(run.objects.objects)
         if not requested:
             return run  # nothing listed: no request at all
+
     def observe_now():
         return observe(run.clients, run.profiles, resources=requested, include=("crds", "storage_states"),
                        cluster_client=run.cluster)
