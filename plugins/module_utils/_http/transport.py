@@ -30,6 +30,13 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
 
 Headers = List[Tuple[str, str]]
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})  # sent with Content-Length: 0 when they carry no body
+# Requests sent again, once, on a new connection when a reused keep-alive connection turns out closed
+# before any answer: the methods Go's net/http replays (isReplayable in net/http/request.go), which
+# client-go inherits. A write is never sent twice by the transport.
+_REPLAYABLE = frozenset({"GET", "HEAD", "OPTIONS"})
+# What a keep-alive connection the server (or a load balancer) closed looks like when it is reused.
+_CLOSED_UNDER_US = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionResetError, ConnectionAbortedError,
+                    ssl.SSLEOFError, ssl.SSLZeroReturnError)
 
 
 @dataclass
@@ -93,7 +100,8 @@ class DirectTransport:
         self._context: Optional[ssl.SSLContext] = None
         self._local = threading.local()
 
-    def _connection(self, endpoint: str, timeout: float) -> http.client.HTTPConnection:
+    def _connection(self, endpoint: str, timeout: float) -> Tuple[http.client.HTTPConnection, bool]:
+        """This thread's connection to ``endpoint`` and whether it is an open one being reused."""
         connections = getattr(self._local, "connections", None)
         if connections is None:
             connections = self._local.connections = {}
@@ -102,10 +110,11 @@ class DirectTransport:
             conn.close()  # the apiserver closed the idle connection: dial again rather than fail the request
         if conn is None:
             conn = connections[endpoint] = self._dial(endpoint, timeout)
-        if conn.sock is not None:
+        reused = conn.sock is not None
+        if reused:
             conn.sock.settimeout(timeout)
         conn.timeout = timeout
-        return conn
+        return conn, reused
 
     def _dial(self, endpoint: str, timeout: float) -> http.client.HTTPConnection:
         parts = urlsplit(endpoint)
@@ -119,23 +128,31 @@ class DirectTransport:
     def send(self, method: str, endpoint: str, path: str, target: str, request: tuple) -> RawResponse:
         """``request``: (headers as pairs, body bytes or None, timeout in seconds)."""
         headers, body, timeout = request
-        conn = self._connection(endpoint, timeout)
-        try:
-            conn.putrequest(method, target, skip_accept_encoding=True)
-            for name, value in headers:
-                conn.putheader(name, value)
-            if body is not None or method in _BODY_METHODS:
-                conn.putheader("Content-Length", str(len(body or b"")))
-            conn.endheaders(body)  # headers and body in one write
-            response = conn.getresponse()
-            data = response.read()
-        except (ssl.SSLError, ssl.CertificateError) as exc:
-            conn.close()
-            raise unreachable(endpoint, method, path, exc, tls=True) from None
-        except (OSError, http.client.HTTPException) as exc:
-            conn.close()
-            raise unreachable(endpoint, method, path, exc, tls=False) from None
-        return RawResponse(response.status, dict(response.getheaders()), data)
+        conn, reused = self._connection(endpoint, timeout)
+        for attempt in (1, 2):
+            try:
+                return _exchange(conn, method, target, headers, body)
+            except (OSError, http.client.HTTPException) as exc:
+                conn.close()
+                if attempt == 1 and reused and method in _REPLAYABLE and isinstance(exc, _CLOSED_UNDER_US):
+                    # The server closed the kept connection as the request went out (an idle timeout racing
+                    # the reuse): the request got no answer, so a read goes once more on a new connection.
+                    continue
+                raise unreachable(endpoint, method, path, exc, tls=isinstance(exc, ssl.SSLError)) from None
+        raise AssertionError("not reached")
+
+
+def _exchange(conn: http.client.HTTPConnection, method: str, target: str, headers: Headers, body) -> RawResponse:
+    """One request and its whole answer on ``conn`` (which dials when it is closed)."""
+    conn.putrequest(method, target, skip_accept_encoding=True)
+    for name, value in headers:
+        conn.putheader(name, value)
+    if body is not None or method in _BODY_METHODS:
+        conn.putheader("Content-Length", str(len(body or b"")))
+    conn.endheaders(body)  # headers and body in one write
+    response = conn.getresponse()
+    data = response.read()
+    return RawResponse(response.status, dict(response.getheaders()), data)
 
 
 def _dropped(sock: socket.socket) -> bool:

@@ -7,6 +7,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import transport
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
@@ -139,3 +140,22 @@ def test_transports_are_shared_by_setup():
     assert transport.transport_for(first, "https://a:6443", 10) is transport.transport_for(first, "https://b:6443", 4)
     other = ConnectionSettings(host="https://a:6443", ca_cert="/other-ca")
     assert transport.transport_for(other, "https://a:6443", 10) is not transport.transport_for(first, "https://a:6443", 10)
+
+
+@pytest.mark.parametrize("method, replayed", [("GET", True), ("PATCH", False), ("POST", False)])
+def test_a_kept_connection_closed_as_the_request_goes_out_replays_reads_only(server, monkeypatch, method, replayed):
+    # The race the idle check cannot see: the server closes the kept connection after the check passed.
+    client = _client(server)
+    monkeypatch.setattr(_Recorder, "drop_silently", True)
+    client.get("/first")
+    monkeypatch.setattr(_Recorder, "drop_silently", False)
+    assert server.closed.wait(5)
+    monkeypatch.setattr(transport, "_dropped", lambda sock: False)  # the check runs just before the close
+    if replayed:
+        assert client.request(method, "/again").json() == {"path": "/again"}
+        assert [seen["path"] for seen in server.seen] == ["/first", "/again"]
+    else:
+        with pytest.raises(errors.EndpointUnreachable, match=f"did not answer {method} /again"):
+            client.request(method, "/again", body={"metadata": {"resourceVersion": "1"}})
+        assert [seen["path"] for seen in server.seen] == ["/first"]  # a write is never sent twice by the transport
+        assert client.get("/next") == {"path": "/next"}  # and the next request dials a new connection
