@@ -5,7 +5,10 @@
 #                              ansible-lint, sanity, docs)
 # With all steps, the CPU-bound checks (sanity, ansible-lint, docs, pytest-oldest) run one after the
 # other in the background while pytest runs: pytest mostly waits on simulated apiservers and polls.
-# Their output is printed after pytest's. KUBEUPGRADE_TEST_SERIAL=1 runs every step in the foreground.
+# KUBEUPGRADE_TEST_SERIAL=1 runs every step in the foreground.
+# Each step's whole output is kept in tests/output/<step>.log (ignored by git and by the collection
+# build). The terminal shows pytest's progress, one line per step, and for a failed step what failed
+# (pytest's FAILED/ERROR lines, or the end of the step's log), repeated at the very end.
 # KUBEUPGRADE_TEST_WORKERS sets pytest's worker count (default: one per CPU, plus one for the main
 # pytest step, whose playbook tests wait on polls and simulated apiservers part of their time).
 set -uo pipefail
@@ -21,29 +24,39 @@ export ANSIBLE_PIPELINING=1
 PYVER=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kubeupgrade-storage-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
+OUT="$ROOT/tests/output"
+mkdir -p "$OUT"
+exec 3>&1  # the terminal: pytest's live progress goes here, everything else into the step's log
 
 step_lint() { ruff check --output-format concise .; }
 
 step_changelog() { antsibull-changelog lint; }
 
 # pytest's closing line ("N passed, M skipped in 301.2s (0:05:01)"; -q prints it without "=" borders),
-# kept in tests/output/ (ignored by git and by the collection build) for CI to show.
+# kept in tests/output/<step>-summary.txt for CI to show.
+SUMMARY_RE='^(=+ )?[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)|^(=+ )?no tests ran'
 pytest_summary() {
-    mkdir -p "$ROOT/tests/output"
-    grep -E '^(=+ )?[0-9]+ (passed|failed|errors?|skipped|deselected|xfailed|xpassed)|^(=+ )?no tests ran' "$1" \
-        | tail -1 | sed -E 's/^=+ //; s/ =+$//' > "$ROOT/tests/output/$2-summary.txt"
+    grep -E "$SUMMARY_RE" "$OUT/$1.log" | tail -1 | sed -E 's/^=+ //; s/ =+$//' > "$OUT/$1-summary.txt"
+}
+
+# What a person watching sees of a pytest run: its progress lines, its FAILED/ERROR lines, its closing line.
+progress() { grep --line-buffered -E "^[.sxXFE]+ *\[ *[0-9]+%\]\$|^(FAILED|ERROR) |$SUMMARY_RE" >&3 || true; }
+
+# pytest's output: appended to the step's log (opened by run_step), its progress shown live.
+run_pytest() {
+    local step=$1; shift
+    # CI=1: pytest does not cut the FAILED lines' messages (nor assertion diffs) to the terminal's width
+    CI=1 "$@" 2>&1 | tee -a "$OUT/$step.log" | progress
+    local rc=${PIPESTATUS[0]}
+    pytest_summary "$step"
+    return "$rc"
 }
 
 step_pytest() {
-    # The etcd audit tests need etcd: install it when the set-up script for it exists.
-    rm -f tests/output/pytest-summary.txt
-    if [ -f scripts/setup-etcd.sh ]; then bash scripts/setup-etcd.sh || return 1; fi
     # worksteal: an idle worker takes queued tests from a busy one (the scenario tests are long and
     # start first, see tests/conftest.py), so that the run does not end on one worker.
-    python -m pytest tests -q -n "${KUBEUPGRADE_TEST_WORKERS:-$(($(nproc) + 1))}" --dist worksteal --durations=10 "$@" 2>&1 | tee "$WORK/pytest.log"
-    local rc=${PIPESTATUS[0]}
-    pytest_summary "$WORK/pytest.log" pytest
-    return "$rc"
+    run_pytest pytest python -m pytest tests -q -n "${KUBEUPGRADE_TEST_WORKERS:-$(($(nproc) + 1))}" --dist worksteal \
+        --durations=10 "$@"
 }
 
 # Real-cluster mode (KUBEUPGRADE_TEST_KUBECONFIG), tested against a simulated control plane reached only
@@ -61,7 +74,7 @@ step_pytest_real_cluster() {
     done
     KUBEUPGRADE_TEST_KUBECONFIG=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["kubeconfig"])' "$state/control-plane.json") \
     KUBEUPGRADE_TEST_ENDPOINTS=$(python -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))["endpoints"]))' "$state/control-plane.json") \
-        python -m pytest tests/integration -q -rs -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" "$@"
+        run_pytest pytest-real-cluster python -m pytest tests/integration -q -rs -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" "$@"
     rc=$?
     kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     return "$rc"
@@ -76,17 +89,13 @@ step_pytest_oldest() {
             py=$candidate; break
         fi
     done
-    rm -f tests/output/pytest-oldest-summary.txt
     [ -n "$py" ] || { echo "pytest-oldest: needs Python 3.11 (Debian 12: apt-get install python3 python3-venv)"; return 1; }
     KUBEUPGRADE_PYTHON="$py" KUBEUPGRADE_VENV_DIR=.venv-2.19 bash scripts/setup.sh || return 1
-    PATH="$ROOT/.venv-2.19/bin:$PATH" .venv-2.19/bin/python -m pytest tests/unit tests/simulator \
+    PATH="$ROOT/.venv-2.19/bin:$PATH" run_pytest pytest-oldest .venv-2.19/bin/python -m pytest tests/unit tests/simulator \
         tests/integration/test_modules_observe.py tests/integration/test_migration.py \
         -q -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" \
         --cov=ansible_collections.kubeupgrade.storage.plugins.module_utils --cov-report=term:skip-covered \
-        "$@" 2>&1 | tee "$WORK/pytest-oldest.log"
-    local rc=${PIPESTATUS[0]}
-    pytest_summary "$WORK/pytest-oldest.log" pytest-oldest
-    return "$rc"
+        "$@"
 }
 
 step_ansible_lint() { ansible-lint --profile production --offline -q; }
@@ -143,16 +152,32 @@ PYEOF
     return $failed
 }
 
+# What failed in a step, from its log: pytest's FAILED/ERROR lines and closing line, or the log's end.
+failure_excerpt() {
+    local step=$1 log="$OUT/$1.log"
+    echo "--- $step failed; its whole output: tests/output/$step.log"
+    if grep -qE '^(FAILED|ERROR) ' "$log"; then
+        grep -E '^(FAILED|ERROR) ' "$log" | cut -c1-400 | head -40
+        grep -E "$SUMMARY_RE" "$log" | tail -1
+    else
+        tail -25 "$log"
+    fi
+}
+
 run_step() {
     local step=$1 start=$SECONDS
-    echo "=== $step"
-    if "step_${step//-/_}"; then
-        echo "=== $step: ok ($((SECONDS - start)) s)"
+    rm -f "$OUT/$step-summary.txt"
+    : > "$OUT/$step.log"
+    if "step_${step//-/_}" >> "$OUT/$step.log" 2>&1; then
+        echo "=== $step: ok ($((SECONDS - start)) s)$(summary_of "$step")"
     else
-        echo "=== $step: FAILED ($((SECONDS - start)) s)"
+        echo "=== $step: FAILED ($((SECONDS - start)) s)$(summary_of "$step")"
+        failure_excerpt "$step"
         return 1
     fi
 }
+
+summary_of() { [ ! -s "$OUT/$1-summary.txt" ] || echo ": $(cat "$OUT/$1-summary.txt")"; }
 
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(lint changelog pytest pytest-real-cluster pytest-oldest ansible-lint sanity docs)
@@ -168,30 +193,39 @@ done
 start=$SECONDS
 failed=()
 bg_pid=""
+# The etcd tests (audit, the simulator's etcd mirror) run in pytest and pytest-oldest, beside each other:
+# etcd is installed once, before either starts, and within these steps a missing etcd fails the test.
+case " ${steps[*]} " in
+    *" pytest "*|*" pytest-oldest "*)
+        bash scripts/setup-etcd.sh || { echo "FAILED: etcd could not be installed (scripts/setup-etcd.sh, above)"; exit 1; }
+        export KUBEUPGRADE_TEST_REQUIRE_ETCD=1 ;;
+esac
 if [ ${#background[@]} -gt 0 ]; then
-    echo "=== in the background while the other steps run: ${background[*]}"
+    echo "=== in the background while the other steps run: ${background[*]} (their lines follow pytest's)"
     (
+        exec 3>/dev/null  # no live progress from the background
         for step in "${background[@]}"; do
-            run_step "$step" > "$WORK/step-$step.log" 2>&1 || touch "$WORK/step-$step.failed"
+            run_step "$step" > "$WORK/step-$step.status" 2>&1 || touch "$WORK/step-$step.failed"
         done
     ) &
     bg_pid=$!
 fi
 for step in "${foreground[@]}"; do
+    echo "=== $step"
     run_step "$step" || failed+=("$step")
 done
 if [ -n "$bg_pid" ]; then
     wait "$bg_pid"
     for step in "${background[@]}"; do
-        cat "$WORK/step-$step.log"
+        cat "$WORK/step-$step.status"
         [ ! -e "$WORK/step-$step.failed" ] || failed+=("$step")
     done
 fi
-for step in "${steps[@]}"; do
-    case "$step" in pytest|pytest-oldest) echo "$step: $(cat "tests/output/$step-summary.txt" 2>/dev/null || echo "no summary")" ;; esac
-done
 if [ ${#failed[@]} -gt 0 ]; then
-    echo "FAILED steps: ${failed[*]} ($((SECONDS - start)) s)"
+    # Repeated here, at the end, so that the last lines of the output say what failed.
+    echo
+    for step in "${failed[@]}"; do failure_excerpt "$step"; done
+    echo "FAILED steps: ${failed[*]} ($((SECONDS - start)) s); whole outputs in tests/output/<step>.log"
     exit 1
 fi
-echo "all steps passed: ${steps[*]} ($((SECONDS - start)) s)"
+echo "all steps passed: ${steps[*]} ($((SECONDS - start)) s); whole outputs in tests/output/<step>.log"
