@@ -366,7 +366,10 @@ stale_records:
   elements: str
   sample: [flunders.wardle.example.com]
 summary:
-  description: A table of every resource (status, backend, objects, failed, seconds) and every skipped one, line by line.
+  description:
+    - A table of every migrated resource (status, backend, objects, failed, seconds), or V(nothing migrated), then
+      one line per reason resources were skipped, naming them when there are at most five (RV(skipped_resources)
+      names every one), line by line. In check mode, the resources that would be migrated.
   returned: always
   type: list
   elements: str

@@ -45,18 +45,34 @@ def finished_line(entry: dict) -> str:
     return text
 
 
+# A reason shared by more skipped resources than this is shown as a count: a first migration of a cluster
+# skips most of its 60-odd resources for the same reason, and 60 rows would hide the few that moved.
+SKIPPED_NAMED = 5
+
+
 def summary_table(entries: List[dict], skipped: List[dict]) -> List[str]:
-    """Pure: the table every migrate play ends with, one row per resource."""
-    rows = [("RESOURCE", "STATUS", "BACKEND", "OBJECTS", "FAILED", "SECONDS")]
-    for entry in entries:
-        rows.append((str(entry.get("resource")), str(entry.get("status")), str(entry.get("backend")),
-                     str(entry.get("objects_migrated", "-") if entry.get("objects_migrated") is not None else "-"),
-                     str(entry.get("objects_failed") or 0), f"{float(entry.get('seconds') or 0):.1f}"))
+    """Pure: the table every migrate play ends with: a row per migrated resource, then the skipped ones, one
+    line per reason (named when few; the result's ``skipped_resources`` names every one)."""
+    lines = []
+    if entries:
+        rows = [("RESOURCE", "STATUS", "BACKEND", "OBJECTS", "FAILED", "SECONDS")]
+        for entry in entries:
+            objects = entry.get("objects_migrated")
+            rows.append((str(entry.get("resource")), str(entry.get("status")), str(entry.get("backend")),
+                         "-" if objects is None else str(objects), str(entry.get("objects_failed") or 0),
+                         f"{float(entry.get('seconds') or 0):.1f}"))
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
+    else:
+        lines.append("nothing migrated")
+    by_reason: Dict[str, List[str]] = {}
     for skip in skipped:
-        rows.append((str(skip.get("resource")), "skipped", "-", "-", "-", "-"))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows]
-    lines += [f"skipped {s.get('resource')}: {s.get('reason')}" for s in skipped]
+        by_reason.setdefault(str(skip.get("reason")), []).append(str(skip.get("resource")))
+    for reason, names in by_reason.items():
+        if len(names) <= SKIPPED_NAMED:
+            lines.append(f"skipped {', '.join(names)}: {reason}")
+        else:
+            lines.append(f"skipped {len(names)} resources: {reason} (listed in skipped_resources)")
     return lines
 
 

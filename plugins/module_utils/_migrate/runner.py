@@ -450,6 +450,7 @@ def run(mod) -> dict:
                                  **({"objects_from_audit": len(run_.objects.objects[n])} if run_.objects else {})}
                                 for n in selection.selected]
         result["msg"] = f"Would migrate {', '.join(selection.selected)} with the {choice.backend} backend."
+        result["summary"] = summary_table(result["migrations"], selection.skipped)
         return result
     with ThreadPoolExecutor(max_workers=run_.params["parallel_resources"]) as pool:
         futures = [pool.submit(migrate_resource, run_, n, plan.backend_for(choice, n)) for n in selection.selected]

@@ -244,3 +244,24 @@ def test_stored_versions_value_from_recorded_crd():
     crd = recorded_body("crd/09-get-crd-storedVersions-v1alpha1-v1.json")
     assert crd["status"]["storedVersions"] == ["v1alpha1", "v1"]
     assert plan.stored_versions_value(crd_from_object(crd), crd_from_object(crd)) == (["v1"], None)
+
+
+def test_the_summary_shows_what_moved_and_counts_what_was_skipped_for_one_reason():
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progress import summary_table
+
+    moved = [{"resource": "secrets", "status": "succeeded", "backend": "client", "objects_migrated": 3,
+              "objects_failed": 0, "seconds": 0.12}]
+    safe = [{"resource": f"r{i}.example.com", "reason": "pre-flight verdict is safe"} for i in range(60)]
+    stale = [{"resource": "flunders.wardle.example.com", "reason": "not served by any apiserver"}]
+    lines = summary_table(moved, safe + stale)
+    assert lines[0].split() == ["RESOURCE", "STATUS", "BACKEND", "OBJECTS", "FAILED", "SECONDS"]
+    assert lines[1].split() == ["secrets", "succeeded", "client", "3", "0", "0.1"]
+    assert lines[2:] == [
+        "skipped 60 resources: pre-flight verdict is safe (listed in skipped_resources)",
+        "skipped flunders.wardle.example.com: not served by any apiserver",
+    ]
+    assert summary_table([], stale[:1] + safe[:2]) == [
+        "nothing migrated",
+        "skipped flunders.wardle.example.com: not served by any apiserver",
+        "skipped r0.example.com, r1.example.com: pre-flight verdict is safe",
+    ]
