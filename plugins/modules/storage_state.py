@@ -222,8 +222,7 @@ def run(module: KubeUpgradeModule) -> dict:
         return observe(module.endpoint_clients(), load_profiles(), resources=wanted, include=(), cluster_client=cluster)
 
     observation = observe_now()
-    unreachable = [e.endpoint for e in observation.endpoints if not e.reachable]
-    if len(unreachable) == len(observation.endpoints):
+    if not any(e.reachable for e in observation.endpoints):
         raise KubeUpgradeError(
             "No apiserver could be observed, so no storage hash can be recorded: "
             + "; ".join(e.error or e.endpoint for e in observation.endpoints))
@@ -235,7 +234,6 @@ def run(module: KubeUpgradeModule) -> dict:
     request = storage_state_io.Refresh(params["resources"] or None, params["install_crd"], params["heartbeat_interval"],
                                        module.check_mode, measured)
     result, _observation = storage_state_io.refresh(cluster, observation, request, reobserve=observe_now, warn=module.warn)
-    result["unreachable_endpoints"] = unreachable
     diff = result.pop("diff")
     if module.diff_mode:
         result["diff"] = diff

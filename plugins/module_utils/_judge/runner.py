@@ -85,18 +85,18 @@ def _observe(module, options: JudgeOptions, profiles):
 
 
 def judge_observed(module, observation, judging: tuple, count: bool = True):
-    """Judge ``observation``; count the objects of what is not safe, and judge again with the counts."""
+    """Judge ``observation`` (``judging``: options, target, profiles); count the objects of what is not safe,
+    and judge again with the counts."""
     options, target, profiles = judging
-    clients = module.endpoint_clients()
     first = judge(observation, target, profiles, options)
     pending = [r.resource for r in first.resources if needs_count(r)]
     if not count or not pending:
-        return observation, first
+        return first
     options.counts = measured.counts(options.audit, pending) if options.audit is not None else {}
     uncounted = [name for name in pending if name not in options.counts]
     if uncounted:
-        options.counts.update(observe_mod.count_objects(clients, observation, uncounted))
-    return observation, judge(observation, target, profiles, options)
+        options.counts.update(observe_mod.count_objects(module.endpoint_clients(), observation, uncounted))
+    return judge(observation, target, profiles, options)
 
 
 def run(module) -> dict:
@@ -116,8 +116,7 @@ def run(module) -> dict:
     if params.get("refresh_records"):
         refreshed, observation = storage_state_io.refresh_before_use(
             module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
-    observation, judgement = judge_observed(module, observation, (options, target, profiles),
-                                            count=params.get("count_objects", True))
+    judgement = judge_observed(module, observation, (options, target, profiles), count=params.get("count_objects", True))
     if resources:
         _check_names(params, observation, profiles, manifests)
     _check_accept(options.accept, judgement)
