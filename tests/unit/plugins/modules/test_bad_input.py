@@ -276,3 +276,12 @@ def test_role_argument_spec_fails_before_any_task(tmp_path, role, variables, nee
     tasks = [line for line in run.stdout.splitlines() if line.startswith("TASK [")]
     assert len(tasks) == 2 and "Validating arguments against arg spec" in tasks[1], tasks
     assert "Traceback" not in run.stdout + run.stderr
+
+
+@pytest.mark.parametrize("name", ["storage_version_check", "storage_migration"])
+def test_refresh_records_that_is_not_a_boolean_is_one_clear_error_before_any_request(run_module, fake_cluster, name):
+    module, extra = CLUSTER_MODULES[name]
+    failed, result = run_module(module, {**BASE_ARGS, **extra, "refresh_records": "perhaps"})
+    assert failed and "refresh_records" in result["msg"] and "bool" in result["msg"], result["msg"]
+    assert fake_cluster.log == [], f"{name} sent requests before validating: {fake_cluster.log[:3]}"
+    assert_clean(result)
