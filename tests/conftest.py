@@ -45,3 +45,9 @@ def control_plane_factory(tmp_path):
 def control_plane(control_plane_factory):
     """Three apiservers on release 1.32, serving HTTPS."""
     return control_plane_factory(apiservers=3, releases="1.32", tls=True)
+
+
+# Real control planes (tests/realcp): etcd plus real kube-apiserver binaries from KUBEUPGRADE_TEST_K8S_ASSETS.
+if os.path.dirname(os.path.abspath(__file__)) not in sys.path:
+    sys.path.append(os.path.dirname(os.path.abspath(__file__)))
+from realcp.fixtures import real_plane_factory  # noqa: E402, F401

@@ -66,8 +66,7 @@ class Pki:
     def __init__(self, directory):
         os.makedirs(directory, exist_ok=True)
         self.directory = directory
-        now = datetime.datetime.now(datetime.timezone.utc)
-        self._valid = (now - datetime.timedelta(hours=1), now + datetime.timedelta(days=7))
+        self._valid = _validity()
         ca_key, ca_cert = self._ca("etcd-ca")
         self.ca_cert = _write(os.path.join(directory, "ca.crt"), ca_cert.public_bytes(serialization.Encoding.PEM))
         # etcd's JSON gateway dials its own gRPC port with the serving certificate, so (as kubeadm's etcd
@@ -79,41 +78,62 @@ class Pki:
         self.other_ca_cert = _write(os.path.join(directory, "other-ca.crt"), other.public_bytes(serialization.Encoding.PEM))
 
     def _ca(self, name):
-        key = ec.generate_private_key(ec.SECP256R1())
-        cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name)).public_key(key.public_key())
-                .serial_number(x509.random_serial_number()).not_valid_before(self._valid[0]).not_valid_after(self._valid[1])
-                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-                .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
-                                             key_encipherment=False, data_encipherment=False, key_agreement=False,
-                                             encipher_only=False, decipher_only=False), critical=True)
-                .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
-                .sign(key, hashes.SHA256()))
-        return key, cert
+        return make_ca(name, self._valid)
 
     def _leaf(self, name, ca_key, ca_cert, usage):
-        key = ec.generate_private_key(ec.SECP256R1())
-        san = x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
-        cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject).public_key(key.public_key())
-                .serial_number(x509.random_serial_number()).not_valid_before(self._valid[0]).not_valid_after(self._valid[1])
-                .add_extension(san, critical=False).add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-                .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
-                .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-                .sign(ca_key, hashes.SHA256()))
-        cert_path = _write(os.path.join(self.directory, f"{name}.crt"), cert.public_bytes(serialization.Encoding.PEM))
-        key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-        return cert_path, _write(os.path.join(self.directory, f"{name}.key"), key_pem, 0o600)
+        return sign_leaf(self.directory, name, ca_key, ca_cert, usage, self._valid)
+
+
+def _validity():
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now - datetime.timedelta(hours=1), now + datetime.timedelta(days=7)
+
+
+def make_ca(name, valid=None):
+    """A self-signed CA (key, certificate): the one trust root a test's servers and clients share."""
+    valid = valid or _validity()
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name)).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True, content_commitment=False,
+                                         key_encipherment=False, data_encipherment=False, key_agreement=False,
+                                         encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(key.public_key()), critical=False)
+            .sign(key, hashes.SHA256()))
+    return key, cert
+
+
+def sign_leaf(directory, name, ca_key, ca_cert, usage, valid=None):
+    """Write ``name.crt``/``name.key`` signed by the CA (SAN localhost, 127.0.0.1); returns their paths."""
+    valid = valid or _validity()
+    key = ec.generate_private_key(ec.SECP256R1())
+    san = x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    cert = (x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_cert.subject).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(valid[0]).not_valid_after(valid[1])
+            .add_extension(san, critical=False).add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    cert_path = _write(os.path.join(directory, f"{name}.crt"), cert.public_bytes(serialization.Encoding.PEM))
+    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return cert_path, _write(os.path.join(directory, f"{name}.key"), key_pem, 0o600)
 
 
 class EtcdServer:
-    """One etcd member in ``workdir``; ``url`` is its client URL. ``tls=True`` requires client certificates."""
+    """One etcd member in ``workdir``; ``url`` is its client URL. ``tls=True`` requires client certificates.
 
-    def __init__(self, workdir, tls=False):
+    ``ports`` (client, peer) replaces the OS-chosen ports, for callers that must keep parallel runs apart;
+    ``extra_args`` are appended to etcd's command line.
+    """
+
+    def __init__(self, workdir, tls=False, ports=None, extra_args=()):
         self.workdir = str(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.tls = tls
         self.pki = Pki(os.path.join(self.workdir, "pki")) if tls else None
-        self.port = free_port()
-        self.peer_port = free_port()
+        self.port, self.peer_port = ports or (free_port(), free_port())
+        self.extra_args = list(extra_args)
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.process = None
         self._log = None
@@ -127,7 +147,7 @@ class EtcdServer:
         if self.tls:
             cmd += ["--cert-file", self.pki.server_cert, "--key-file", self.pki.server_key,
                     "--client-cert-auth", "--trusted-ca-file", self.pki.ca_cert]
-        return cmd
+        return cmd + self.extra_args
 
     def start(self, timeout=30.0):
         binary = require_etcd()
@@ -190,6 +210,14 @@ class EtcdServer:
                 ops = []
         if ops:
             self._request("POST", "/v3/kv/txn", {"success": ops})
+
+    def range_prefix(self, prefix, keys_only=False):
+        """[(key, value)] of every key under ``prefix`` (bytes; value b"" with ``keys_only``), through the JSON gateway."""
+        prefix = prefix.encode() if isinstance(prefix, str) else prefix
+        end = prefix[:-1] + bytes([prefix[-1] + 1])
+        body = {"key": base64.b64encode(prefix).decode(), "range_end": base64.b64encode(end).decode(), "keys_only": keys_only}
+        kvs = json.loads(self._request("POST", "/v3/kv/range", body)).get("kvs", [])
+        return [(base64.b64decode(kv["key"]), base64.b64decode(kv.get("value", ""))) for kv in kvs]
 
     def etcdctl_env(self):
         env = dict(os.environ, ETCDCTL_API="3", ETCDCTL_ENDPOINTS=self.url)
