@@ -224,6 +224,14 @@ class ProfileSet:
         """True when some release profile has the resource (i.e. it is a built-in we have data for)."""
         return bool(self._entries(name))
 
+    def served_group_versions(self, release) -> set:
+        """``(group, version)`` pairs of the named groups the release can serve (enabled by default or not);
+        empty for a release without a profile."""
+        if release not in self:
+            return set()
+        return {(entry.group, version) for entry in self.get(release).resources.values() if entry.group
+                for version in entry.served}
+
 
 def _name_from_key(key: str) -> str:
     """``apps/deployments`` -> ``deployments.apps``; ``/pods`` -> ``pods``."""

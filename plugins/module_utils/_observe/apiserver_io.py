@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import (
@@ -158,8 +159,9 @@ class _Started:
 
     endpoint: EndpointObservation
     client: object
-    documents: Optional[list] = None  # [(group, version, path, future)]; None when the endpoint failed
-    served: set = field(default_factory=set)  # (group, version) pairs it serves
+    documents: Optional[list] = None  # [(group, version, path, future, listed)]; None when the endpoint failed
+    served: set = field(default_factory=set)  # (group, version) pairs /apis lists
+    failed: Dict[str, tuple] = field(default_factory=dict)  # group/version -> (path, error) of a failed document
 
 
 class Observer:
@@ -184,8 +186,9 @@ class Observer:
             started = [self._start(pool, _fetch_head(pool, client, self.tuning), scope) for client in self.clients]
             served = set().union(*(s.served for s in started)) if started else set()
             cluster = pool.submit(self._read_cluster, started, scope, STORAGE_VERSION_GROUP_VERSION in served, observation)
-            documents = [self._collect(s, observation) for s in started]
+            documents = [self._collect(s) for s in started]
             cluster.result()
+        self._settle(started, documents, observation)
         for one, docs in zip(started, documents):
             self._finish(one.endpoint, docs, scope, observation)
         observation.endpoints = [s.endpoint for s in started]
@@ -203,25 +206,49 @@ class Observer:
         git_version = head.version.get("gitVersion") if isinstance(head.version, dict) else None
         endpoint = EndpointObservation(endpoint=url, reachable=True, git_version=git_version,
                                        release=discovery.release_from_version(head.version), ready=bool(head.ready))
-        wanted = [gv for gv in gvs if scope.groups is None or gv[0] in scope.groups]
-        documents = [(g, v, path, pool.submit(_get, head.client, path, self.tuning)) for g, v, path in wanted]
-        return _Started(endpoint, head.client, documents, {(g, v) for g, v, _p in gvs})
+        listed = {(g, v) for g, v, _p in gvs}
+        # /apis lists the APIServices in etcd, which the newest apiserver of a mixed plane rewrites: an older
+        # apiserver then stops listing versions it still serves. Its release's own versions are asked for too.
+        probes = [(g, v, paths.group_version(g, v)) for g, v in sorted(self.profiles.served_group_versions(endpoint.release)
+                                                                          if self.profiles is not None else ())
+                  if (g, v) not in listed]
+        documents = [(g, v, path, pool.submit(_get, head.client, path, self.tuning), listed_gv)
+                     for listed_gv, candidates in ((True, gvs), (False, probes))
+                     for g, v, path in candidates if scope.groups is None or g in scope.groups]
+        return _Started(endpoint, head.client, documents, listed)
 
     @staticmethod
-    def _collect(one: _Started, observation: Observation) -> Optional[Dict[str, dict]]:
-        """The documents that answered; a failed one becomes a failed group/version of that endpoint only."""
+    def _collect(one: _Started) -> Optional[Dict[str, dict]]:
+        """The documents that answered. A listed group/version that failed is kept with its error (``_settle``
+        decides what a 404 means); a release's own version that was not listed and answers 404 is not served."""
         if one.documents is None:
             return None
         docs = {}
-        for group, version, path, future in one.documents:
+        for group, version, path, future, listed in one.documents:
             try:
                 docs[path] = future.result()
             except ApiError as error:
-                one.endpoint.failed_groups.append(f"{group}/{version}" if group else version)
+                if listed or error.status != 404:
+                    one.failed[f"{group}/{version}" if group else version] = (path, error)
+        return docs
+
+    @staticmethod
+    def _settle(started: List[_Started], documents, observation: Observation) -> None:
+        """A listed group/version that answers 404 on one apiserver while an apiserver of another release serves
+        it belongs to that release (expected while releases are mixed); anything else is a failed discovery."""
+        releases_serving: Dict[str, set] = {}
+        for one, docs in zip(started, documents):
+            for path in docs or ():
+                releases_serving.setdefault(path, set()).add(one.endpoint.release)
+        for one in started:
+            for group_version, (path, error) in one.failed.items():
+                if getattr(error, "status", None) == 404 and releases_serving.get(path, set()) - {one.endpoint.release}:
+                    one.endpoint.other_release_groups.append(group_version)
+                    continue
+                one.endpoint.failed_groups.append(group_version)
                 if one.endpoint.status is None and not isinstance(error, EndpointUnreachable):
                     one.endpoint.status = error.status
-                observation.warnings.append(f"discovery of {path} failed: {error}")
-        return docs
+                observation.warnings.append(f"discovery of {path} failed on {one.endpoint.endpoint}: {error}")
 
     def _finish(self, endpoint: EndpointObservation, docs, scope: _Scope, observation: Observation) -> None:
         """Parse the documents into resources with their storage versions mapped back from the hashes."""

@@ -42,6 +42,9 @@ class EndpointObservation:
     ready: bool = False  # /readyz answered 200
     resources: Dict[str, ObservedResource] = field(default_factory=dict)  # by kubectl-style name
     failed_groups: List[str] = field(default_factory=list)  # group/versions whose discovery failed
+    # Group/versions /apis lists (the APIServices are shared in etcd) that this apiserver answers 404 for while
+    # another apiserver serves them: the newer release's versions on an older apiserver during a roll.
+    other_release_groups: List[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -60,7 +63,7 @@ class EndpointObservation:
         """The per-endpoint part of a module result: reachable, why not, release and readiness (no resources)."""
         return {"endpoint": self.endpoint, "reachable": self.reachable, "error": self.error, "status": self.status,
                 "release": self.release, "git_version": self.git_version, "ready": self.ready,
-                "failed_groups": list(self.failed_groups)}
+                "failed_groups": list(self.failed_groups), "other_release_groups": list(self.other_release_groups)}
 
 
 def group_of(group_version: str) -> str:

@@ -71,15 +71,61 @@ def test_every_endpoint_reports_every_recorded_hash_mapped_back():
     assert obs.endpoints[0].resources["events.events.k8s.io"].storage_version == "v1"
 
 
+def unlisted_release_versions():
+    """The 1.32 group/versions /apis does not list (alpha and beta versions off by default): asked for too."""
+    routes = discovery_routes()
+    listed = {(g, v) for g, v, _p in discovery.group_versions(routes["/api"][1], routes["/apis"][1])}
+    return PROFILES.served_group_versions("1.32") - listed
+
+
 def test_request_budget_is_four_plus_one_per_group_version():
     clients, cluster = make_clients()
     observe.Observer(clients, PROFILES, cluster, TUNING).observe()
-    expected = 4 + gv_count()
+    expected = 4 + gv_count() + len(unlisted_release_versions())
     for client in clients:
         paths = client.requests_to()
         assert len(paths) == expected
         assert len(set(paths)) == expected, "a document was fetched twice"
     assert cluster.requests_to(), "cluster-wide reads go through the cluster client"
+
+
+def test_an_unlisted_version_of_the_release_that_answers_is_observed_and_a_404_is_not_a_failure():
+    """Mid-roll, /apis lists what the newest apiserver registered: an older one stops listing versions it still
+    serves (they are asked for by release) and lists the newer release's versions, which it answers 404 for."""
+    routes = discovery_routes()
+    listed = {(g, v) for g, v, _p in discovery.group_versions(routes["/api"][1], routes["/apis"][1])}
+    coordination = routes.pop("/apis/coordination.k8s.io/v1")
+    apis = copy.deepcopy(routes["/apis"])
+    for group in apis[1]["groups"]:
+        if group["name"] == "coordination.k8s.io":
+            group["versions"] = [v for v in group["versions"] if v["version"] != "v1"]
+    assert ("coordination.k8s.io", "v1") in listed
+    newer = {"name": "example.newer.k8s.io", "versions": [{"groupVersion": "example.newer.k8s.io/v1", "version": "v1"}],
+             "preferredVersion": {"groupVersion": "example.newer.k8s.io/v1", "version": "v1"}}
+    apis[1]["groups"].append(newer)
+    newer_doc = (200, {"kind": "APIResourceList", "groupVersion": "example.newer.k8s.io/v1", "resources": []})
+    older = {"/apis": apis, "/apis/coordination.k8s.io/v1": coordination}
+    clients, cluster = make_clients({0: {"/apis": apis}, 1: {"/apis": apis, "/apis/example.newer.k8s.io/v1": newer_doc},
+                                     2: {"/apis": apis, "/apis/example.newer.k8s.io/v1": newer_doc}})
+    clients[0].routes.update(older)
+    for client in clients[1:]:  # the newer release
+        client.routes["/version"] = (200, {"gitVersion": "v1.33.1", "major": "1", "minor": "33"})
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
+    first = obs.endpoints[0]
+    assert first.complete and first.failed_groups == [], first.error
+    assert first.other_release_groups == ["example.newer.k8s.io/v1"]
+    assert "leases.coordination.k8s.io" in first.resources, "the unlisted version it serves was not asked for"
+
+
+def test_a_listed_version_no_apiserver_serves_is_a_failed_discovery():
+    routes = discovery_routes()
+    apis = copy.deepcopy(routes["/apis"])
+    apis[1]["groups"].append({"name": "dangling.example.com", "versions": [
+        {"groupVersion": "dangling.example.com/v1", "version": "v1"}]})
+    clients, cluster = make_clients({i: {"/apis": apis} for i in range(3)})
+    obs = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
+    for ep in obs.endpoints:
+        assert ep.failed_groups == ["dangling.example.com/v1"] and ep.other_release_groups == []
 
 
 def test_cluster_wide_records_are_read():
