@@ -71,7 +71,8 @@ options:
         (C(resourceclaims.resource.k8s.io)), a group/version whose discovery failed (C(metrics.k8s.io/v1beta1)) or
         an apiserver URL.
       - An accepted verdict is still reported (with C(accepted) set to the reason) but does not block.
-      - A subject the check did not judge is an error (a typo would otherwise accept nothing).
+      - A subject the check did not judge is a warning, not an error - one run's accepts go to every gate in it, and
+        an accept that matches nothing lets nothing through.
     type: dict
     default: {}
   audit:
@@ -127,6 +128,29 @@ options:
       - File name of the reports in O(report_dir), without extension.
     type: str
     default: storage-check
+  upgrade_order:
+    description:
+      - The apiserver endpoints of a rolling upgrade, in the order their hosts are upgraded. Used with O(upgrading).
+    type: list
+    elements: str
+    default: []
+  judged_before:
+    description:
+      - The resources the previous gate of the same rolling upgrade judged (its RV(resources) names): every resource
+        an apiserver served, a StorageState record or a CRD named then, all apiservers observed.
+      - A resource not among them was served by no apiserver then (new in the release the roll brings, such as
+        C(servicecidrs.networking.k8s.io) in 1.32), so every object of it was written since, by the apiservers that
+        serve it now, in the versions they report - its record's C(Unknown), created since, is not a doubt.
+      - Default (unset) is no previous gate - every resource is judged from its record or the audit.
+    type: list
+    elements: str
+  upgrading:
+    description:
+      - The endpoint of the apiserver whose host a rolling upgrade is about to touch (one of O(upgrade_order)). The
+        check then establishes from the apiservers themselves where the roll stands (RV(roll)) - every apiserver
+        before it in O(upgrade_order) must run O(target_release) and be ready, and this one may already be done -
+        so that no host is skipped and none is upgraded twice, whatever the play's batch semantics did.
+    type: str
 attributes:
   check_mode:
     description: Judges as usual; with O(refresh_records=true) reports which records would change and writes nothing.
@@ -354,6 +378,23 @@ endpoints:
   type: list
   elements: dict
   sample: [{"endpoint": "https://10.0.0.11:6443", "reachable": true, "error": null, "status": null, "release": "1.33", "ready": true}]
+releases:
+  description:
+    - The releases the reachable apiservers run, sorted. One release - a migration may wait for their agreement;
+      several - a rolling upgrade is under way (mixed releases), and migrating waits until it is finished.
+  returned: success
+  type: list
+  elements: str
+  sample: ["1.32"]
+roll:
+  description:
+    - Where the rolling upgrade stands before the host of O(upgrading) is touched, from the apiservers themselves.
+    - C(done) - it already runs O(target_release) and is ready (not upgraded again); C(pending_before) - the endpoints
+      earlier in O(upgrade_order) that are not on O(target_release) and ready (the roll must stop); C(msg) says which.
+  returned: when O(upgrading) is given
+  type: dict
+  sample: {"endpoint": "https://10.0.0.12:6443", "release": "1.32", "ready": true, "done": false, "pending_before": [],
+           "msg": "https://10.0.0.12:6443 (release 1.32, ready) is next: every host before it runs 1.33."}
 """
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import runner
@@ -380,6 +421,9 @@ def argument_spec() -> dict:
         # Used by the action plugin, which writes the reports on the controller.
         "report_dir": {"type": "path"},
         "report_name": {"type": "str", "default": "storage-check"},
+        "upgrade_order": {"type": "list", "elements": "str", "default": []},
+        "upgrading": {"type": "str"},
+        "judged_before": {"type": "list", "elements": "str"},
     }
 
 

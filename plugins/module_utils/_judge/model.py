@@ -51,6 +51,9 @@ class JudgeOptions:
     accept: Optional[Dict[str, str]] = None  # subject (resource, group/version, apiserver) -> reason
     fail_on: tuple = BLOCKING_BY_DEFAULT
     audit: Optional[dict] = None  # a storage_version_audit result: measured persisted versions and counts
+    # Resources the previous gate of a rolling upgrade judged (every one served, recorded or a CRD then); None =
+    # no previous gate. One not among them was written only by the apiservers that serve it now.
+    judged_before: Optional[List[str]] = None
 
 
 @dataclass

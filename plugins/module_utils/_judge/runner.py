@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, names, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
@@ -36,6 +37,11 @@ CLUSTER_READS = ("crds", "storage_states", "storage_versions")
 
 def validate(params) -> None:
     """Every option checked before any request."""
+    if params.get("upgrading") and not params.get("target_release"):
+        raise ConfigurationError("upgrading needs target_release: a roll is judged against the release it upgrades to")
+    if params.get("upgrading") and params["upgrading"].rstrip("/") not in [u.rstrip("/") for u in params.get("upgrade_order") or []]:
+        raise ConfigurationError(f"upgrading: {params['upgrading']} is not in upgrade_order: give the endpoints of every "
+                                 "host of the roll, in the order they are upgraded")
     if not (params.get("target_release") or params.get("target_endpoint") or params.get("target_crds")):
         raise ConfigurationError("Nothing to check against: give target_release (for example \"1.34\", quoted), "
                                  "target_endpoint, and/or target_crds.")
@@ -69,14 +75,17 @@ def _check_names(params, observation, profiles, manifests) -> None:
         raise ConfigurationError(names.describe_unknown("resources", missing))
 
 
-def _check_accept(accept, judgement) -> None:
+def _unjudged_accepts(accept, judgement) -> Optional[str]:
+    """A warning for accepted subjects this check did not judge. Not an error: one run's accepts are given to
+    every gate in it, and a subject one gate judges (a group/version seen only mid-roll) may be absent from
+    another; an accept that matches nothing lets nothing through, so the gate stays closed."""
     judged = {r.resource for r in judgement.resources} | {f.subject for f in judgement.findings}
     judged |= {s["resource"] for s in judgement.skipped} | {n["group_version"] for n in judgement.not_stored}
     missing = {subject: names.closest(subject, judged) for subject in accept if subject not in judged}
-    if missing:
-        shown = ", ".join(f"{s!r}" + (f" (did you mean {' or '.join(c)}?)" if c else "") for s, c in missing.items())
-        raise ConfigurationError(f"accept names {shown}, which this check did not judge: accept only resources, "
-                                 "group/versions or apiservers the report lists.")
+    if not missing:
+        return None
+    shown = ", ".join(f"{s!r}" + (f" (did you mean {' or '.join(c)}?)" if c else "") for s, c in missing.items())
+    return f"accept names {shown}, which this check did not judge: nothing was accepted for them."
 
 
 def _observe(module, options: JudgeOptions, profiles):
@@ -109,7 +118,7 @@ def run(module) -> dict:
     live = _live_target(module, profiles, resources) if params["target_endpoint"] else None
     options = JudgeOptions(resources=resources, record_max_age=params["record_max_age"],
                            accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]),
-                           audit=params.get("audit"))
+                           audit=params.get("audit"), judged_before=params.get("judged_before"))
     target = Target(release=release, live=live, crd_manifests=manifests)
     observation = _observe(module, options, profiles)
     refreshed = None
@@ -119,13 +128,18 @@ def run(module) -> dict:
     judgement = judge_observed(module, observation, (options, target, profiles), count=params.get("count_objects", True))
     if resources:
         _check_names(params, observation, profiles, manifests)
-    _check_accept(options.accept, judgement)
+    unjudged = _unjudged_accepts(options.accept, judgement)
+    if unjudged:
+        module.warn(unjudged)
     for ep in observation.endpoints:
         if ep.reachable and ep.failed_groups:
             module.warn(ep.error or f"apiserver {ep.endpoint}: discovery failed for {', '.join(ep.failed_groups)}")
     for warning in observation.warnings:
         module.warn(warning)
     result = result_of(judgement, observation, title=_title(params), resources=resources)
+    if params.get("upgrading"):
+        result["roll"] = roll.position(observation.endpoints, params.get("upgrade_order") or [], params["upgrading"],
+                                       release.release if release else None)
     if refreshed is not None:
         result["records_refreshed"] = refreshed
         result["changed"] = refreshed["changed"]
@@ -157,6 +171,8 @@ def result_of(judgement, observation, title: Optional[str] = None, resources=Non
         "report_text": report.render_table(judgement),
         "endpoints": [ep.summary() for ep in observation.endpoints],
         "agreed": bool(observation_agreement(observation, resources).agreed),
+        # One release everywhere: a migration may wait for agreement; several: a roll is under way.
+        "releases": sorted({ep.release for ep in observation.endpoints if ep.reachable and ep.release}),
         # Where the apiservers stand apart (expected mid-upgrade), decided as the agreement gate decides it.
         "disagreeing": [{"resource": name, "storage_versions": row["storage_versions"]}
                         for name, row in resource_table(observation).items() if not row["agreed"]],

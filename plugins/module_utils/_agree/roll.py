@@ -1,0 +1,58 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Where a rolling upgrade stands, established from the apiservers themselves, before a host is touched.
+
+Ansible's batch semantics cannot be trusted to stop a roll: with ``serial: 1`` an unreachable host is
+dropped and the next batch still runs, and ``rescue`` does not run for it (ansible/ansible#56265). So
+before each host the cluster is asked: every apiserver earlier in the order must run the target and be
+ready, and this host's apiserver tells whether it is done already (a resumed roll skips it, never
+upgrades it twice).
+"""
+
+from __future__ import annotations
+
+from typing import List, Optional
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+
+
+def _done(endpoint, target_release: str) -> bool:
+    return bool(endpoint and endpoint.reachable and endpoint.ready and endpoint.release == target_release)
+
+
+def _state(endpoint) -> str:
+    if endpoint is None:
+        return "not observed"
+    if not endpoint.reachable:
+        return "unreachable"
+    return f"release {endpoint.release or '?'}, {'ready' if endpoint.ready else 'NOT ready'}"
+
+
+def position(endpoints, order: List[str], upgrading: str, target_release: Optional[str]) -> dict:
+    """``{endpoint, release, ready, done, pending_before, msg}`` for the apiserver ``upgrading`` in ``order``."""
+    if not target_release:
+        raise ConfigurationError("upgrading needs target_release: a roll is judged against the release it upgrades to")
+    order = [url.rstrip("/") for url in order or []]
+    upgrading = upgrading.rstrip("/")
+    if upgrading not in order:
+        raise ConfigurationError(f"upgrading: {upgrading} is not in upgrade_order ({', '.join(order) or 'empty'}): give the "
+                                 "endpoints of every host of the roll, in the order they are upgraded")
+    by_url = {ep.endpoint.rstrip("/"): ep for ep in endpoints}
+    missing = [url for url in order if url not in by_url]
+    if missing:
+        raise ConfigurationError(f"upgrade_order names {', '.join(missing)}, which are not among the endpoints observed: "
+                                 "give every apiserver of the roll in endpoints too")
+    before = order[:order.index(upgrading)]
+    pending = [url for url in before if not _done(by_url[url], target_release)]
+    this = by_url[upgrading]
+    done = _done(this, target_release)
+    if pending:
+        msg = (f"not touching {upgrading}: the hosts before it in the roll are not all on {target_release} and ready ("
+               + "; ".join(f"{url}: {_state(by_url[url])}" for url in pending)
+               + "). A host was skipped (unreachable, or its upgrade failed): fix it and run the playbook again; hosts "
+               f"already on {target_release} are skipped.")
+    elif done:
+        msg = f"{upgrading} already runs {target_release} and is ready: not upgraded again."
+    else:
+        msg = f"{upgrading} ({_state(this)}) is next: every host before it runs {target_release}."
+    return {"endpoint": upgrading, "release": this.release, "ready": this.ready, "done": done,
+            "pending_before": pending, "msg": msg}
