@@ -18,14 +18,18 @@ def apiserver_endpoints(hosts, hostvars, port=DEFAULT_PORT):
         return []
     if isinstance(hosts, str) or not hasattr(hosts, "__iter__"):
         raise AnsibleFilterError(f"apiserver_endpoints expects a list of inventory host names, got {type(hosts).__name__}")
-    urls = []
+    urls = {}
     for host in hosts:
         facts = hostvars[host] if host in hostvars else {}
         url = facts.get("kubeupgrade_apiserver_url") or f"https://{facts.get('ansible_host') or host}:{int(port)}"
-        url = str(url).rstrip("/")
-        if url not in urls:
-            urls.append(url)
-    return urls
+        urls.setdefault(str(url).rstrip("/"), []).append(host)
+    shared = {url: names for url, names in urls.items() if len(names) > 1}
+    if shared:
+        raise AnsibleFilterError(
+            "; ".join(f"hosts {', '.join(names)} share the apiserver URL {url}" for url, names in shared.items())
+            + ": each control-plane host needs the URL of its own apiserver (kubeupgrade_apiserver_url, or "
+              "ansible_host), never a load balancer's, which hides an apiserver that disagrees.")
+    return list(urls)
 
 
 class FilterModule:
