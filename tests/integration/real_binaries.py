@@ -1,0 +1,160 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Helpers of the real-binary scenarios (no tests here): an inventory for a real control plane
+(tests/realcp), the objects each release stores, and reads of every object through every apiserver.
+
+The per-host upgrade and rollback tasks (realcp_tasks/) restart a host's kube-apiserver on another
+release's binary through ``python -m realcp``, as kubeadm replaces the static pod on a real host.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS = Path(__file__).resolve().parent / "realcp_tasks"
+PLAYBOOKS = REPO / "playbooks"
+
+SCHEMA = {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True}}
+GADGETS_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "gadgets.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+             "versions": [{"name": "v1alpha1", "served": True, "storage": False, "schema": SCHEMA},
+                          {"name": "v1", "served": True, "storage": True, "schema": SCHEMA}]},
+}
+
+
+def write_inventory(plane, tmp_path, host_vars=None) -> Path:
+    """Hosts cp1..cpN, one per apiserver of ``plane`` (each with its own URL), on the local connection;
+    ``host_vars`` adds variables per host name."""
+    names = [f"cp{i + 1}" for i in range(len(plane.endpoints))]
+    inventory = {"kube_control_plane": {
+        "hosts": {name: {"kubeupgrade_apiserver_url": plane.endpoints[i], "kubeupgrade_realcp_index": i,
+                         **(host_vars or {}).get(name, {})}
+                  for i, name in enumerate(names)},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "kubeupgrade_connection": {"kubeconfig": str(plane.kubeconfig)},
+                 "kubeupgrade_realcp_state": str(plane.state_file),
+                 "kubeupgrade_realcp_pythonpath": str(REPO / "tests")}}}
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump(inventory), encoding="utf-8")
+    return path
+
+
+def run(ansible_playbook, name, plane, tmp_path, inventory=None, **extra):
+    """``ansible-playbook`` of a shipped playbook against ``plane``, with the realcp per-host tasks."""
+    values = {"kubeupgrade_report_dir": str(tmp_path / "reports"),
+              "kubeupgrade_host_upgrade_tasks": str(TASKS / "upgrade_apiserver.yml"),
+              "kubeupgrade_host_rollback_tasks": str(TASKS / "rollback_apiserver.yml"),
+              "kubeupgrade_wait_delay": 2, "kubeupgrade_wait_retries": 45}
+    values.update(extra)
+    return ansible_playbook(PLAYBOOKS / name, inventory=inventory or write_inventory(plane, tmp_path), extra_vars=values)
+
+
+def explain(result) -> str:
+    return f"rc={result.rc}\n{result.stdout[-8000:]}\n{result.stderr[-3000:]}"
+
+
+def report(tmp_path, name) -> dict:
+    return json.loads((tmp_path / "reports" / f"{name}.json").read_text(encoding="utf-8"))
+
+
+def create(plane, path, obj, index=0):
+    status, body = plane.request("POST", path, obj, index=index)
+    assert status == 201, f"POST {path}: {status} {body}"
+    return body
+
+
+def seed_132(plane, namespace="app"):
+    """Objects in the versions 1.32 stores: DRA, flowcontrol, admissionregistration, a CRD with two versions, core."""
+    create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    create(plane, f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "settings"}, "data": {"k": "v"}})
+    create(plane, f"/api/v1/namespaces/{namespace}/secrets", {"metadata": {"name": "token"}, "stringData": {"t": "s3cret"}})
+    create(plane, "/apis/resource.k8s.io/v1beta1/deviceclasses", {"metadata": {"name": "gpu"}, "spec": {}})
+    create(plane, f"/apis/resource.k8s.io/v1beta1/namespaces/{namespace}/resourceclaims",
+           {"metadata": {"name": "claim"}, "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu"}]}}})
+    create(plane, "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
+           {"metadata": {"name": "app"}, "spec": {"priorityLevelConfiguration": {"name": "global-default"},
+                                                   "matchingPrecedence": 5000}})
+    create(plane, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+           {"metadata": {"name": "app"}, "spec": {"validations": [{"expression": "true"}],
+                                                   "matchConstraints": {"resourceRules": [{
+                                                       "apiGroups": [""], "apiVersions": ["v1"],
+                                                       "operations": ["CREATE"], "resources": ["configmaps"]}]}}})
+    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", GADGETS_CRD)
+    wait_for(lambda: plane.request("GET", "/apis/example.com/v1/gadgets")[0] == 200, "the gadgets CRD to be served")
+    create(plane, f"/apis/example.com/v1alpha1/namespaces/{namespace}/gadgets",
+           {"apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": "old"}, "spec": {"size": 1}})
+    create(plane, f"/apis/example.com/v1/namespaces/{namespace}/gadgets",
+           {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "new"}, "spec": {"size": 2}})
+
+
+def wait_for(condition, what, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out after {timeout:.0f} s waiting for {what}"
+        time.sleep(0.3)
+
+
+def versions(plane) -> list:
+    return [plane.request("GET", "/version", index=i)[1]["gitVersion"] for i in range(len(plane.endpoints))]
+
+
+def unreadable(plane, index) -> list:
+    """Every LIST through apiserver ``index`` that does not answer 200, over every resource its discovery
+    serves: a stored object it cannot decode fails the LIST of its resource (500 no kind is registered)."""
+    failures = []
+    for path in _list_paths(plane, index):
+        status, body = plane.request("GET", path + "?limit=500", index=index)
+        if status != 200:
+            failures.append(f"{path}: {status} {str(body)[:200]}")
+    return failures
+
+
+def _list_paths(plane, index):
+    status, api = plane.request("GET", "/api", index=index)
+    assert status == 200, api
+    status, apis = plane.request("GET", "/apis", index=index)
+    assert status == 200, apis
+    group_versions = [f"/api/{v}" for v in api["versions"]]
+    group_versions += [f"/apis/{v['groupVersion']}" for g in apis["groups"] for v in g["versions"]]
+    for gv_path in group_versions:
+        status, doc = plane.request("GET", gv_path, index=index)
+        if status != 200:
+            continue  # another release's version (mixed plane) or an APIService without a backend
+        for item in doc.get("resources") or []:
+            if "/" not in item["name"] and "list" in item.get("verbs", []):
+                yield f"{gv_path}/{item['name']}"
+
+
+# What 1.28 stores that 1.32 cannot read (resource.k8s.io/v1alpha2 is no longer decodable there) or no longer has
+# (ResourceClass, PodSchedulingContext, ClusterCIDR): a roll to 1.32 must stop before any host is touched.
+UNREADABLE_ON_132 = {"resourceclaims.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io"}
+REMOVED_IN_132 = {"resourceclasses.resource.k8s.io", "podschedulingcontexts.resource.k8s.io",
+                  "clustercidrs.networking.k8s.io"}
+
+
+def seed_128_unreadable_on_132(plane, namespace="dra"):
+    """Objects in 1.28's alpha versions that 1.32 cannot read or no longer has, and their keys in etcd."""
+    create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    base = f"/apis/resource.k8s.io/v1alpha2/namespaces/{namespace}"
+    create(plane, "/apis/resource.k8s.io/v1alpha2/resourceclasses", {"metadata": {"name": "gpu"}, "driverName": "gpu.example.com"})
+    create(plane, f"{base}/resourceclaims", {"metadata": {"name": "claim"}, "spec": {"resourceClassName": "gpu"}})
+    create(plane, f"{base}/resourceclaimtemplates",
+           {"metadata": {"name": "template"}, "spec": {"spec": {"resourceClassName": "gpu"}}})
+    create(plane, f"/api/v1/namespaces/{namespace}/serviceaccounts", {"metadata": {"name": "default"}})  # no kcm here
+    create(plane, f"/api/v1/namespaces/{namespace}/pods", {"metadata": {"name": "runner"}, "spec": {
+        "containers": [{"name": "c", "image": "registry.example/c:1"}]}})
+    create(plane, f"{base}/podschedulingcontexts", {"metadata": {"name": "runner"}, "spec": {"selectedNode": "node-1"}})
+    create(plane, "/apis/networking.k8s.io/v1alpha1/clustercidrs",
+           {"metadata": {"name": "pods"}, "spec": {"perNodeHostBits": 8, "ipv4": "10.100.0.0/16"}})
+    return {
+        "resourceclaims.resource.k8s.io": [f"/registry/resource.k8s.io/resourceclaims/{namespace}/claim"],
+        "resourceclaimtemplates.resource.k8s.io": [f"/registry/resource.k8s.io/resourceclaimtemplates/{namespace}/template"],
+    }
