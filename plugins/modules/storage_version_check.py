@@ -136,8 +136,8 @@ options:
     default: []
   judged_before:
     description:
-      - The resources the previous gate of the same rolling upgrade judged (its RV(resources) names): every resource
-        an apiserver served, a StorageState record or a CRD named then, all apiservers observed.
+      - The resources the previous gate of the same rolling upgrade judged (the names in its RV(resources)) - every
+        resource an apiserver served, a StorageState record or a CRD named then, all apiservers observed.
       - A resource not among them was served by no apiserver then (new in the release the roll brings, such as
         C(servicecidrs.networking.k8s.io) in 1.32), so every object of it was written since, by the apiservers that
         serve it now, in the versions they report - its record's C(Unknown), created since, is not a doubt.

@@ -22,7 +22,7 @@ import urllib.request
 import pytest
 import real_cluster
 from apisim.harness import ControlPlane
-from test_playbooks_helpers import TLS, explain, get, releases, run
+from test_playbooks_helpers import INVENTORY, PLAYBOOKS, TLS, explain, get, releases, run
 
 RESOURCECLAIMS = "resourceclaims.resource.k8s.io"
 PODSCHEDULINGCONTEXTS = "podschedulingcontexts.resource.k8s.io"
@@ -146,3 +146,19 @@ def test_unknown_with_objects_blocks_until_accepted_by_name(plane_130, ansible_p
     # one run's accepts go to every gate in it.
     assert typo.rc != 0 and "did you mean configmaps" in typo.stdout + typo.stderr, explain(typo)
     assert [(b["subject"], b["verdict"]) for b in report(tmp_path, "preflight-1.30")["blocking"]] == [("configmaps", "unknown")]
+
+
+@pytest.mark.parametrize("playbook", ["preflight.yml", "migrate.yml", "upgrade.yml"])
+def test_a_control_plane_group_that_matches_no_host_fails_naming_the_variable(ansible_playbook, tmp_path, playbook):
+    """A play over no host does nothing and would succeed: every playbook refuses it before anything is read."""
+    result = ansible_playbook(PLAYBOOKS / playbook, inventory=INVENTORY,
+                              extra_vars={"kubeupgrade_control_plane_group": "control_plane", "kubeupgrade_target_release": "1.33"})
+    assert result.rc != 0, explain(result)
+    assert "The inventory group control_plane (kubeupgrade_control_plane_group) has no hosts" in result.stdout, explain(result)
+
+
+def test_upgrade_hosts_that_match_no_host_fail_naming_the_variable(ansible_playbook, tmp_path):
+    result = ansible_playbook(PLAYBOOKS / "upgrade.yml", inventory=INVENTORY,
+                              extra_vars={"kubeupgrade_upgrade_hosts": "cp9", "kubeupgrade_target_release": "1.33"})
+    assert result.rc != 0, explain(result)
+    assert "kubeupgrade_upgrade_hosts (cp9) matches no host" in result.stdout, explain(result)
