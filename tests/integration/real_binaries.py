@@ -79,14 +79,12 @@ def seed_132(plane, namespace="app"):
     create(plane, "/apis/resource.k8s.io/v1beta1/deviceclasses", {"metadata": {"name": "gpu"}, "spec": {}})
     create(plane, f"/apis/resource.k8s.io/v1beta1/namespaces/{namespace}/resourceclaims",
            {"metadata": {"name": "claim"}, "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu"}]}}})
-    create(plane, "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas",
-           {"metadata": {"name": "app"}, "spec": {"priorityLevelConfiguration": {"name": "global-default"},
-                                                   "matchingPrecedence": 5000}})
+    flow_spec = {"priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 5000}
+    create(plane, "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", {"metadata": {"name": "app"}, "spec": flow_spec})
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+    policy_spec = {"validations": [{"expression": "true"}], "matchConstraints": {"resourceRules": [rule]}}
     create(plane, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
-           {"metadata": {"name": "app"}, "spec": {"validations": [{"expression": "true"}],
-                                                   "matchConstraints": {"resourceRules": [{
-                                                       "apiGroups": [""], "apiVersions": ["v1"],
-                                                       "operations": ["CREATE"], "resources": ["configmaps"]}]}}})
+           {"metadata": {"name": "app"}, "spec": policy_spec})
     create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", GADGETS_CRD)
     wait_for(lambda: plane.request("GET", "/apis/example.com/v1/gadgets")[0] == 200, "the gadgets CRD to be served")
     create(plane, f"/apis/example.com/v1alpha1/namespaces/{namespace}/gadgets",

@@ -93,8 +93,8 @@ def test_an_unreachable_host_stops_the_roll_at_the_next_host(real_plane_factory,
 
 
 @pytest.mark.parametrize("with_etcd", [False, True], ids=["records", "etcd-audit"])
-def test_a_roll_to_a_release_that_cannot_read_what_is_stored_stops_before_any_host(real_plane_factory, ansible_playbook,
-                                                                                    tmp_path, with_etcd):
+def test_a_roll_to_a_release_that_cannot_read_what_is_stored_stops_before_any_host(
+        real_plane_factory, ansible_playbook, tmp_path, with_etcd):
     """1.28 -> 1.32 with DRA v1alpha2 objects (some encrypted at rest) and resources 1.32 no longer has."""
     plane = real_plane_factory(["1.28", "1.28"], etcd_tls=with_etcd, encryption=True)
     seed_128_unreadable_on_132(plane)

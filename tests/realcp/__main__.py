@@ -18,7 +18,7 @@ from realcp import plane
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="python -m realcp", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m realcp", description=__doc__.split("\n\n", maxsplit=1)[0])
     commands = parser.add_subparsers(dest="command", required=True)
     for name in ("restart", "start", "stop"):
         command = commands.add_parser(name)

@@ -189,7 +189,7 @@ def allocate_port() -> int:
     slot = worker_slot()
     base = PORT_BASE + slot * PORT_SPAN
     with _port_lock:
-        for _ in range(PORT_SPAN):
+        for _attempt in range(PORT_SPAN):
             offset = _port_cursor.get(slot, 0)
             _port_cursor[slot] = (offset + 1) % PORT_SPAN
             if base + offset not in _port_locks and _reserve(base + offset):
@@ -242,7 +242,7 @@ def _signal(pid, signum):
 def terminate(processes, timeout=STOP_TIMEOUT):
     """SIGTERM every live (pid, start), wait up to ``timeout``, then SIGKILL what is left; returns how many it signalled."""
     live = [(pid, start) for pid, start in processes if pid and alive(pid, start)]
-    for pid, _ in live:
+    for pid, _start in live:
         _signal(pid, signal.SIGTERM)
     for signum, wait in ((signal.SIGKILL, timeout), (None, 10.0)):
         deadline = time.monotonic() + wait
@@ -271,7 +271,7 @@ def can_unshare() -> bool:
     global _unshare
     if _unshare is None:
         _unshare = bool(os.geteuid() == 0 and shutil.which("unshare")
-                        and subprocess.run(["unshare", "-u", "true"], capture_output=True).returncode == 0)
+                        and subprocess.run(["unshare", "-u", "true"], capture_output=True, check=False).returncode == 0)
     return _unshare
 
 
@@ -758,7 +758,7 @@ class ControlPlane:
 
     def etcd_keys(self, prefix="/registry/"):
         """The keys under ``prefix`` in etcd, as text."""
-        return [key.decode(errors="replace") for key, _ in self.etcd.range_prefix(prefix, keys_only=True)]
+        return [key.decode(errors="replace") for key, _value in self.etcd.range_prefix(prefix, keys_only=True)]
 
     def etcd_value(self, key):
         """The raw bytes etcd holds at ``key`` (None when absent): what the apiserver wrote, encrypted or not."""

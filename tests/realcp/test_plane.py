@@ -51,7 +51,7 @@ def test_each_xdist_worker_has_its_own_ports(monkeypatch):
     ranges = {}
     for worker in ("", "gw0", "gw3"):
         monkeypatch.setenv("PYTEST_XDIST_WORKER", worker)
-        ranges[worker] = [plane.allocate_port() for _ in range(3)]
+        ranges[worker] = [plane.allocate_port() for _port in range(3)]
     assert all(21000 <= port < 21400 for port in ranges[""])
     assert all(21400 <= port < 21800 for port in ranges["gw0"])
     assert all(22600 <= port < 23000 for port in ranges["gw3"])
@@ -103,7 +103,7 @@ def _cli(state_file, *args):
     state = plane.load_state(state_file)
     env = {key: value for key, value in os.environ.items() if key != plane.ASSETS_ENV}
     env["PYTHONPATH"] = state["cli"]["pythonpath"]
-    return subprocess.run([*state["cli"]["argv"], *args, "--state", state_file], env=env, capture_output=True, text=True, timeout=180)
+    return subprocess.run([*state["cli"]["argv"], *args, "--state", state_file], env=env, capture_output=True, text=True, timeout=180, check=False)
 
 
 def test_two_apiservers_serve_one_cluster_and_roll(real_plane_factory):
@@ -194,7 +194,7 @@ def test_no_process_outlives_its_test_process(tmp_path, signum):
     env = dict(os.environ, PYTHONPATH=plane.TESTS_DIR)
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(workdir)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        ready, _, _ = select.select([child.stdout], [], [], 150)
+        ready, _writable, _errors = select.select([child.stdout], [], [], 150)
         assert ready and child.stdout.readline() == b"ready\n", child.stderr.read1().decode() if child.poll() is not None else "no answer"
         state = plane.load_state(workdir / plane.STATE_NAME)
         pids = [(entry["pid"], entry["pid_start"]) for entry in [*state["apiservers"], state["etcd_process"]]]
@@ -208,4 +208,3 @@ def test_no_process_outlives_its_test_process(tmp_path, signum):
         child.kill()
         child.wait()
         plane.reap_leftovers(tmp_path)
-

@@ -209,9 +209,8 @@ class Observer:
         listed = {(g, v) for g, v, _p in gvs}
         # /apis lists the APIServices in etcd, which the newest apiserver of a mixed plane rewrites: an older
         # apiserver then stops listing versions it still serves. Its release's own versions are asked for too.
-        probes = [(g, v, paths.group_version(g, v)) for g, v in sorted(self.profiles.served_group_versions(endpoint.release)
-                                                                          if self.profiles is not None else ())
-                  if (g, v) not in listed]
+        own = self.profiles.served_group_versions(endpoint.release) if self.profiles is not None else set()
+        probes = [(g, v, paths.group_version(g, v)) for g, v in sorted(own) if (g, v) not in listed]
         documents = [(g, v, path, pool.submit(_get, head.client, path, self.tuning), listed_gv)
                      for listed_gv, candidates in ((True, gvs), (False, probes))
                      for g, v, path in candidates if scope.groups is None or g in scope.groups]
