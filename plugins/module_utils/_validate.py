@@ -58,3 +58,12 @@ def check_resource_names(option: str, names) -> list:
             f"'{option}' has names that are not Kubernetes resource names: {', '.join(repr(n) for n in bad)}. "
             "Use the lowercase plural and group, like 'configmaps' or 'deployments.apps' (kubectl api-resources lists them).")
     return list(names or [])
+
+
+def check_accept(accept) -> None:
+    """Every accepted subject carries the reason the report shows: an accept is a decision someone made."""
+    for subject, reason in (accept or {}).items():
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigurationError(
+                f"accept: the entry for {subject!r} needs a reason (a non-empty string the report shows), for example "
+                f"accept: {{\"{subject}\": \"objects are re-created by the operator after the upgrade\"}}.")

@@ -48,6 +48,13 @@ options:
       - Also require every endpoint's C(/readyz) to answer 200.
     type: bool
     default: true
+  accept:
+    description:
+      - Subjects the operator accepts, each with a reason, as for M(kubeupgrade.storage.storage_version_check). An
+        accepted group/version whose discovery fails (an APIService without a backend, which stores nothing in this
+        etcd) does not stop agreement; other subjects (resources, apiservers) do not change it.
+    type: dict
+    default: {}
 """
 
 EXAMPLES = r"""
@@ -100,6 +107,20 @@ unreachable_endpoints:
   type: list
   elements: str
   sample: []
+failed_group_versions:
+  description:
+    - Group/versions whose discovery failed in the last poll (aggregated and accepted ones left out), each with the
+      apiservers it failed on. Empty on success.
+  returned: always
+  type: dict
+  sample: {"example.com/v1": ["https://10.0.0.11:6443"]}
+waiting_helps:
+  description:
+    - Whether waiting longer may bring agreement. V(false) when only a failed discovery kept agreement from being
+      established for the whole O(timeout) - it does not heal by itself, so a retry loop can stop at once.
+  returned: always
+  type: bool
+  sample: true
 endpoints:
   description:
     - Per endpoint in the last poll - reachable, error (with the HTTP status), release, ready, failed group/versions.
@@ -113,7 +134,7 @@ endpoints:
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import wait as agree
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import Observer
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_at_least
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_accept, check_at_least
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
@@ -126,16 +147,18 @@ def argument_spec() -> dict:
         "interval": {"type": "float", "default": 5.0},
         "timeout": {"type": "float", "default": 300.0},
         "require_ready": {"type": "bool", "default": True},
+        "accept": {"type": "dict", "default": {}},
     }
 
 
 EMPTY_RESULT = {"agreed": False, "polls_observed": 0, "hashes": {}, "disagreeing": [], "unready": [], "unreachable_endpoints": [],
-                "endpoints": []}
+                "endpoints": [], "failed_group_versions": {}, "waiting_helps": True}
 
 
 def run(module: KubeUpgradeModule) -> dict:
     params = module.params
     check_at_least("polls", params["polls"], 1)
+    check_accept(params["accept"])
     check_at_least("interval", params["interval"], 0)
     check_at_least("timeout", params["timeout"], 0)  # 0: one observation, no waiting
     clients = module.endpoint_clients()
@@ -146,7 +169,7 @@ def run(module: KubeUpgradeModule) -> dict:
 
     try:
         wait = agree.AgreementWait(polls=params["polls"], interval=params["interval"], timeout=params["timeout"],
-                                   require_ready=params["require_ready"])
+                                   require_ready=params["require_ready"], accepted=tuple(params["accept"] or {}))
         agreement, polls = agree.wait_for_agreement(Observer(clients, load_profiles(), module.client()),
                                                     params["resources"] or None, wait, on_poll=remember)
     except DisagreementError as error:
@@ -155,10 +178,13 @@ def run(module: KubeUpgradeModule) -> dict:
                         "disagreeing": [{"resource": n, "endpoints": details.get("hashes", {}).get(n, {})}
                                         for n in details.get("disagreeing", [])],
                         "unready": details.get("unready", []), "unreachable_endpoints": details.get("unreachable", []),
-                        "endpoints": last.get("endpoints", [])}
+                        "endpoints": last.get("endpoints", []),
+                        "failed_group_versions": details.get("failed_group_versions", {}),
+                        "waiting_helps": details.get("waiting_helps", True)}
         raise
     result = agree.last_agreement_fields(agreement)
-    result.update(changed=False, polls_observed=polls, endpoints=last.get("endpoints", []),
+    result.update(changed=False, polls_observed=polls, endpoints=last.get("endpoints", []), failed_group_versions={},
+                  waiting_helps=True,
                   msg=f"all {len(clients)} apiserver(s) agree on {len(agreement.hashes)} resource(s) "
                       f"for {params['polls']} consecutive poll(s)")
     return result

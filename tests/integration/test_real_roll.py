@@ -10,6 +10,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from real_binaries import (
     REMOVED_IN_132,
@@ -111,3 +113,25 @@ def test_a_roll_to_a_release_that_cannot_read_what_is_stored_stops_before_any_ho
         named = {r["resource"]: r["objects_named"] for r in found["resources"] if r["resource"] in UNREADABLE_ON_132}
         assert named == {"resourceclaims.resource.k8s.io": ["dra/claim"],
                          "resourceclaimtemplates.resource.k8s.io": ["dra/template"]}, named
+
+
+def test_an_apiservice_without_a_backend_blocks_fast_until_accepted_by_name_then_the_roll_completes(
+        real_plane_factory, ansible_playbook, tmp_path):
+    """A local APIService that no apiserver serves: every apiserver lists it and answers 404. It blocks (its
+    resources cannot be judged) without waiting minutes for an agreement that cannot come; accepted, it does not."""
+    plane = real_plane_factory(["1.32", "1.32"])
+    plane.create("/apis/apiregistration.k8s.io/v1/apiservices", {
+        "metadata": {"name": "v1.dangling.example.com"},
+        "spec": {"group": "dangling.example.com", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15}})
+    started = time.monotonic()
+    blocked = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.33")
+    assert blocked.rc != 0, explain(blocked)
+    assert time.monotonic() - started < 240, "the gate waited for an agreement a failed discovery cannot give"
+    assert "dangling.example.com/v1" in blocked.stdout, explain(blocked)
+    assert versions(plane) == ["v1.32.6", "v1.32.6"], "a host was touched"
+    accepted = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.33",
+                   kubeupgrade_accept={"dangling.example.com/v1": "an APIService without a backend; stores nothing (CHG-9)"})
+    assert accepted.rc == 0, explain(accepted)
+    assert versions(plane) == ["v1.33.5", "v1.33.5"]
+    for index in range(2):
+        assert unreadable(plane, index) == []

@@ -92,6 +92,9 @@ class AgreementWait:
     interval: float = 5.0
     timeout: float = 300.0
     require_ready: bool = True
+    # Group/versions whose failed discovery the operator accepted (they store nothing in this etcd): ignored like
+    # aggregated ones.
+    accepted: tuple = ()
 
 
 def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.monotonic, on_poll=None):
@@ -106,7 +109,7 @@ def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.mono
         if not seen:
             _refuse_unknown_names(observation, resources)
         agreement = compare_endpoints(observation.endpoints, resources=resources, require_ready=wait.require_ready,
-                                      ignore=observation.aggregated_group_versions())
+                                      ignore=observation.aggregated_group_versions() | set(wait.accepted))
         seen.append(agreement)
         if on_poll is not None:
             on_poll(len(seen), agreement, observation)
@@ -117,21 +120,60 @@ def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.mono
                                              clock, observer.tuning.sleep)
     except PollTimeout as timeout:
         agreement, observation = timeout.last
+        ignore = observation.aggregated_group_versions() | set(wait.accepted)
         raise DisagreementError(
             f"{_headline(agreement)} within {wait.timeout:g}s ({timeout.polls} poll(s), {wait.polls} consecutive agreeing "
-            f"poll(s) required): {describe(agreement, observation)}. Finish or roll back the upgrade of the "
-            "disagreeing apiservers, then run again.",
+            f"poll(s) required): {describe(agreement, observation)}. {_next_step(agreement, observation, ignore)}",
             details={"polls_observed": timeout.polls, "hashes": agreement.hashes,
                      "disagreeing": disagreeing_names(agreement), "unready": list(agreement.unready),
-                     "unreachable": list(agreement.unreachable)}) from None
+                     "unreachable": list(agreement.unreachable), "failed_group_versions": _failed(observation, ignore),
+                     "waiting_helps": waiting_helps(agreement)}) from None
     return agreement, len(seen)
 
 
+def waiting_helps(agreement) -> bool:
+    """Whether waiting longer may bring agreement: apiservers that restart, roll or disagree can settle; a group/version
+    whose discovery kept failing for a whole wait (an APIService without a backend) does not heal by itself."""
+    return bool(agreement.disagreeing or agreement.missing or agreement.unready or agreement.unreachable
+                or not agreement.incomplete)
+
+
+def _failed(observation, ignore) -> Dict[str, List[str]]:
+    """Failed group/version -> the apiservers it failed on (aggregated and accepted ones left out)."""
+    failed: Dict[str, List[str]] = {}
+    for ep in observation.endpoints:
+        for gv in ep.failed_groups if ep.reachable else ():
+            if gv not in ignore:
+                failed.setdefault(gv, []).append(ep.endpoint)
+    return failed
+
+
 def _headline(agreement) -> str:
-    """Say what failed: an apiserver that cannot be read is not a disagreement about storage versions."""
-    if agreement.unreachable and not agreement.disagreeing:
+    """Say what failed: an apiserver or a discovery that cannot be read is not a disagreement about storage versions."""
+    if (agreement.unreachable or agreement.incomplete) and not (agreement.disagreeing or agreement.missing):
         return "agreement could not be established"
     return "apiservers did not agree"
+
+
+def _next_step(agreement, observation, ignore) -> str:
+    """The step that clears what was seen: a failed discovery is not an upgrade to finish."""
+    steps = []
+    failed = _failed(observation, ignore)
+    if failed:
+        shown = ", ".join(sorted(failed))
+        steps.append(f"Make the discovery of {shown} answer on every apiserver (kubectl get --raw /apis/<group/version>), "
+                     f"or, if it stores nothing in this etcd (an APIService without a backend), accept it by name "
+                     f"(accept: {{\"{sorted(failed)[0]}\": \"<reason>\"}}; kubeupgrade_accept in the playbooks)")
+    if agreement.unreachable:
+        steps.append("Make every apiserver reachable (or remove one that no longer exists from the endpoints)")
+    if agreement.disagreeing or agreement.missing:
+        releases = sorted({ep.release for ep in observation.endpoints if ep.reachable and ep.release})
+        steps.append("Finish or roll back the upgrade of the disagreeing apiservers" if len(releases) > 1 else
+                     f"The apiservers all run {releases[0] if releases else 'one release'} yet disagree: give them the same "
+                     "--runtime-config, --feature-gates and --storage-media-type")
+    elif agreement.unready:
+        steps.append("Wait until every apiserver is ready (its /readyz lists the failing checks)")
+    return "; ".join(steps) + ", then run again." if steps else "Run again."
 
 
 def _refuse_unknown_names(observation, resources) -> None:

@@ -27,6 +27,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io as observe_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_accept
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
@@ -48,11 +49,7 @@ def validate(params) -> None:
     if params.get("record_max_age") is not None and params["record_max_age"] < 0:
         raise ConfigurationError(f"record_max_age must be 0 or more seconds, got {params['record_max_age']}.")
     measured.validate(params.get("audit"))
-    for subject, reason in (params.get("accept") or {}).items():
-        if not isinstance(reason, str) or not reason.strip():
-            raise ConfigurationError(
-                f"accept: the entry for {subject!r} needs a reason (a non-empty string the report shows), for example "
-                f"accept: {{\"{subject}\": \"objects are re-created by the operator after the upgrade\"}}.")
+    check_accept(params.get("accept"))
 
 
 def _live_target(module, profiles, resources):

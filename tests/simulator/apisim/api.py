@@ -338,7 +338,9 @@ class Api:
         if method == "PUT" and name:
             return self._json(200, self.update(rtype, namespace, name, self._body(request, rtype), sub))
         if method == "PATCH" and name:
-            return self._json(200, self.patch(rtype, namespace, name, request, sub))
+            with self.store.lock:  # server-side apply of a missing object creates it: 201
+                existed = self.store.get(rtype.bucket, namespace, name) is not None
+                return self._json(200 if existed else 201, self.patch(rtype, namespace, name, request, sub))
         if method == "DELETE" and name:
             return self._json(200, self.delete(rtype, namespace, name))
         raise errors.failure(405, "the server does not allow this method on the requested resource",
@@ -494,13 +496,13 @@ class Api:
             entry = self._entry(rtype, namespace, name)
             self.server.check_admission(rtype, namespace, name)
             old = entry.obj
-            for field, value in (preconditions or {}).items():
-                if value and str(old["metadata"].get(field)) != str(value):
-                    if field == "uid":
-                        raise errors.conflict(rtype.group, rtype.resource, name,
-                                              f"Precondition failed: UID in precondition: {value}, UID in object "
-                                              f"meta: {old['metadata'].get('uid')}")
-                    raise errors.conflict(rtype.group, rtype.resource, name)
+            preconditions = preconditions or {}
+            if preconditions.get("resourceVersion") and old["metadata"].get("resourceVersion") != str(preconditions["resourceVersion"]):
+                raise errors.conflict(rtype.group, rtype.resource, name)
+            uid = preconditions.get("uid")
+            if uid and old["metadata"].get("uid") != uid:  # apply sets metadata.uid: a changed one is invalid
+                raise errors.invalid(rtype.group, rtype.kind, name,
+                                     [("metadata.uid", "FieldValueInvalid", f'Invalid value: "{uid}": field is immutable')])
             rv = meta.get("resourceVersion")
             if rv and rv != old["metadata"].get("resourceVersion"):
                 raise errors.conflict(rtype.group, rtype.resource, name)
@@ -550,6 +552,11 @@ class Api:
             raise errors.bad_request("error decoding patch: invalid JSON (the simulator accepts JSON only)") from None
         with self.store.lock:
             if content_type == "application/apply-patch+yaml":
+                if not request.query.get("fieldManager"):
+                    raise errors.failure(422, 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
+                                         "required for apply patch", "Invalid", {"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [
+                                             {"reason": "FieldValueRequired", "message": "Required value: is required for apply patch",
+                                              "field": "fieldManager"}]})
                 return self._apply(rtype, namespace, name, patch, sub)
             current = self.get(rtype, namespace, name)
             try:
@@ -568,7 +575,10 @@ class Api:
         meta = patch.get("metadata") or {}
         existing = self.store.get(rtype.bucket, namespace, name)
         if existing is None:
-            if meta.get("uid") or meta.get("resourceVersion"):
+            if meta.get("uid"):
+                raise errors.conflict(rtype.group, rtype.resource, name, f"uid mismatch: the provided object specified "
+                                      f"uid {meta['uid']}, and no existing object was found")
+            if meta.get("resourceVersion"):
                 raise errors.conflict(rtype.group, rtype.resource, name,
                                       "Precondition failed: UID in precondition: "
                                       f"{meta.get('uid')}, UID in object meta: ")

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import json
+
 from kube_fakes import recorded
 from kube_module_args import BASE_ARGS, ENDPOINTS
 
@@ -32,3 +34,35 @@ def test_disagreement_times_out_naming_each_endpoint(run_module, fake_cluster):
 def test_bad_polls_is_one_clear_error(run_module, fake_cluster):
     failed, result = run_module(module, {**BASE_ARGS, "polls": 0})
     assert failed and "polls" in result["msg"]
+
+
+def _dangling(fake_cluster):
+    """Every apiserver lists a local APIService's group/version that none serves (404): an APIService without a backend."""
+    for routes in fake_cluster.routes.values():
+        status, apis = routes["/apis"][0], json.loads(json.dumps(routes["/apis"][1]))
+        apis["groups"].append({"name": "dangling.example.com", "versions": [
+            {"groupVersion": "dangling.example.com/v1", "version": "v1"}]})
+        routes["/apis"] = (status, apis)
+
+
+def test_a_failed_discovery_is_named_with_its_own_next_step_and_waiting_does_not_help(run_module, fake_cluster):
+    _dangling(fake_cluster)
+    failed, result = run_module(module, {**BASE_ARGS, "interval": 0, "timeout": 0})
+    assert failed and not result["agreed"]
+    assert result["msg"].startswith("agreement could not be established"), result["msg"]
+    assert "dangling.example.com/v1" in result["msg"] and "accept it by name" in result["msg"]
+    assert "Finish or roll back" not in result["msg"], "a failed discovery is not an upgrade to finish"
+    assert result["failed_group_versions"] == {"dangling.example.com/v1": ENDPOINTS}
+    assert result["waiting_helps"] is False
+
+
+def test_an_accepted_failed_discovery_does_not_stop_agreement(run_module, fake_cluster):
+    _dangling(fake_cluster)
+    failed, result = run_module(module, {**BASE_ARGS, "interval": 0, "polls": 1,
+                                         "accept": {"dangling.example.com/v1": "an APIService without a backend (CHG-7)"}})
+    assert not failed and result["agreed"], result["msg"]
+
+
+def test_an_accept_without_a_reason_is_refused_before_any_request(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "accept": {"dangling.example.com/v1": ""}})
+    assert failed and "needs a reason" in result["msg"]

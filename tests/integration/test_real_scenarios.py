@@ -1,0 +1,206 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Operator scenarios on real kube-apiserver binaries (tests/realcp), judged by what the binaries answer and by etcd.
+
+- Rollback judged on a mixed plane: a 1.28/1.32 plane where the 1.32 apiserver wrote objects 1.28 cannot decode.
+  The truth is what the real 1.28 binary answers for every stored object of the affected groups (a GET per etcd
+  key, a LIST per resource), not what the test created: the 1.32 apiserver writes objects of its own (bootstrap
+  FlowSchemas, the default ServiceCIDR, IPAddresses). The pre-flight of the rollback with the etcd audit must name
+  exactly the objects the 1.28 binary fails on, and none it reads.
+- The README's "First run on your cluster" (steps 1 to 3) on a fresh 2 x 1.32 plane, as an operator types it, and
+  its etcd variant: a measured first pre-flight has no ``unknown`` verdict.
+- The cluster-side backends driven by their real controllers: the in-tree migrator of a real
+  kube-controller-manager 1.32, and kube-storage-version-migrator (trigger and migrator) next to the collection's
+  own StorageState bookkeeping, which share one CRD and must not fight over the records.
+
+Only a real apiserver and real controllers decide these: what a binary can decode, what the controllers write in
+their StorageVersionMigration and StorageState objects, and how long they take.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+from real_binaries import create, explain, report, run, unreadable
+
+pytestmark = pytest.mark.slow
+
+REPO = Path(__file__).resolve().parents[2]
+KSVM_CRDS = [REPO / "tests" / "fixtures" / "ksvm" / name for name in ("storage_state_crd.yaml", "storage_migration_crd.yaml")]
+NO_KIND = "is registered for version"
+
+
+# --- helpers ----------------------------------------------------------------------------------------------------
+
+
+def run_module(ansible_playbook, tmp_path, plane, name, module, args, timeout=900):
+    """One task of ``kubeupgrade.storage.<module>`` on localhost against every apiserver of ``plane``; returns
+    (the ansible-playbook run, the registered result as a dict)."""
+    saved = tmp_path / f"{name}.json"
+    play = [{"name": name, "hosts": "localhost", "connection": "local", "gather_facts": False,
+             "module_defaults": {"group/kubeupgrade.storage.storage": {"kubeconfig": str(plane.kubeconfig),
+                                                                      "endpoints": plane.endpoints}},
+             "tasks": [{"name": f"Run {module}", f"kubeupgrade.storage.{module}": args, "register": "result",
+                        "ignore_errors": True},
+                       {"name": "Save the result", "ansible.builtin.copy": {"content": "{{ result | to_json }}",
+                                                                            "dest": str(saved)}}]}]
+    playbook = tmp_path / f"{name}.yml"
+    playbook.write_text(yaml.safe_dump(play, sort_keys=False), encoding="utf-8")
+    result = ansible_playbook(playbook, timeout=timeout)
+    assert saved.is_file(), explain(result)
+    return result, json.loads(saved.read_text(encoding="utf-8"))
+
+
+def storage_state(plane, name, index=0):
+    status, body = plane.request("GET", f"/apis/migration.k8s.io/v1alpha1/storagestates/{name}", index=index)
+    assert status == 200, f"StorageState {name}: {status} {body}"
+    return body
+
+
+def discovery_hash(plane, group_version, resource, index=0):
+    path = f"/api/{group_version}" if group_version == "v1" else f"/apis/{group_version}"
+    status, doc = plane.request("GET", path, index=index)
+    assert status == 200, doc
+    return next(item["storageVersionHash"] for item in doc["resources"] if item["name"] == resource)
+
+
+VERSIONS = ("v1", "v1beta3", "v1beta2", "v1beta1", "v1alpha3", "v1alpha2", "v1alpha1")  # GA first, then newest
+
+
+def served(plane, index, groups):
+    """``{resource: (group, group/version path, namespaced)}`` for the resources of ``groups`` that apiserver
+    ``index`` itself serves, in the newest version it serves them in.
+
+    Probed version by version, not read from ``/apis``: on a mixed plane the newer apiserver deletes the APIServices
+    of the versions it does not have, so the older one no longer lists its own alpha and beta versions, and lists
+    the newer ones that it answers 404 for, although it still serves its own."""
+    found = {}
+    for group in groups:
+        for version in VERSIONS:
+            status, doc = plane.request("GET", f"/apis/{group}/{version}", index=index)
+            if status != 200:
+                continue
+            for item in doc.get("resources") or []:
+                if "/" not in item["name"]:
+                    found.setdefault(item["name"], (group, f"/apis/{group}/{version}", item["namespaced"]))
+    return found
+
+
+def object_path(gv_path, resource, namespaced, rest):
+    """The GET path of the object stored at ``/registry/<resource>/<rest>``."""
+    if namespaced:
+        namespace, name = rest.split("/", 1)
+        return f"{gv_path}/namespaces/{namespace}/{resource}/{name}"
+    return f"{gv_path}/{resource}/{rest}"
+
+
+def start_ksvm(plane, workdir):
+    """kube-storage-version-migrator's trigger and migrator against apiserver 0, each in its own session."""
+    kubeconfig = plane.write_kubeconfig(os.path.join(str(workdir), "ksvm.kubeconfig"))
+    base = Path(os.environ["KUBEUPGRADE_TEST_K8S_ASSETS"]) / "ksvm"
+    processes = []
+    for name, extra in (("trigger", []), ("migrator", ["--kube-api-qps", "50", "--kube-api-burst", "100"])):
+        log = open(os.path.join(str(workdir), f"ksvm-{name}.log"), "ab")
+        processes.append(subprocess.Popen([str(base / name), "--kubeconfig", kubeconfig, *extra], stdin=subprocess.DEVNULL,
+                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+        log.close()
+    return processes
+
+
+def stop_processes(processes):
+    for process in processes:
+        if process.poll() is None:
+            os.killpg(process.pid, 15)
+    for process in processes:
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            process.wait(timeout=15)
+
+
+# --- 1. a rollback judged on a mixed 1.28/1.32 plane --------------------------------------------------------------
+
+ROLLBACK_GROUPS = ("flowcontrol.apiserver.k8s.io", "admissionregistration.k8s.io", "resource.k8s.io", "networking.k8s.io")
+
+
+def seed_132_only(plane, index, namespace="rollback"):
+    """Through the 1.32 apiserver ``index``: objects in versions 1.28 lacks (flowcontrol v1, admissionregistration
+    v1 policies, resource v1beta1, networking v1beta1)."""
+    create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}}, index=index)
+    create(plane, "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", {"metadata": {"name": "app-v1"}, "spec": {
+        "priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 5000}}, index=index)
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+    create(plane, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", {"metadata": {"name": "app-v1"}, "spec": {
+        "validations": [{"expression": "true"}], "matchConstraints": {"resourceRules": [rule]}}}, index=index)
+    create(plane, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", {
+        "metadata": {"name": "app-v1"}, "spec": {"policyName": "app-v1", "validationActions": ["Deny"]}}, index=index)
+    create(plane, "/apis/resource.k8s.io/v1beta1/deviceclasses", {"metadata": {"name": "gpu"}, "spec": {}}, index=index)
+    create(plane, f"/apis/resource.k8s.io/v1beta1/namespaces/{namespace}/resourceclaims", {"metadata": {"name": "claim"}, "spec": {
+        "devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu"}]}}}, index=index)
+    create(plane, f"/api/v1/namespaces/{namespace}/services", {"metadata": {"name": "web"}, "spec": {
+        "clusterIP": "10.0.0.77", "ports": [{"port": 80}]}}, index=index)
+    create(plane, "/apis/networking.k8s.io/v1beta1/ipaddresses", {"metadata": {"name": "10.0.0.78"}, "spec": {
+        "parentRef": {"group": "", "resource": "services", "namespace": namespace, "name": "web"}}}, index=index)
+
+
+def truth_through(plane, index, writer_index, groups):
+    """What apiserver ``index`` answers for every object stored in etcd under the resources of ``groups`` (as the
+    apiserver ``writer_index`` serves them): ``({resource.group: {names it fails to decode}}, {resource.group:
+    {names of a resource it does not serve}}, {resource.group: {names it reads}})``."""
+    reader, writer = served(plane, index, groups), served(plane, writer_index, groups)
+    failing, absent, readable = {}, {}, {}
+    for resource, (group, _gv, namespaced) in sorted(writer.items()):
+        full = f"{resource}.{group}"
+        for key in plane.etcd_keys(f"/registry/{resource}/"):
+            rest = key[len(f"/registry/{resource}/"):]
+            name = rest  # namespace/name or name, as the report names objects
+            if resource not in reader:
+                absent.setdefault(full, set()).add(name)
+                continue
+            status, body = plane.request("GET", object_path(reader[resource][1], resource, namespaced, rest), index=index)
+            if status == 200:
+                readable.setdefault(full, set()).add(name)
+            else:
+                assert status == 500 and NO_KIND in str(body), f"GET {key} through apiserver {index}: {status} {body}"
+                failing.setdefault(full, set()).add(name)
+    return failing, absent, readable
+
+
+def test_rollback_preflight_on_a_mixed_plane_names_what_the_older_binary_cannot_read(real_plane_factory, ansible_playbook,
+                                                                                    tmp_path):
+    plane = real_plane_factory(["1.28", "1.28"], encryption=True)
+    plane.restart(1, "1.32")
+    seed_132_only(plane, index=1)
+    result = run(ansible_playbook, "preflight.yml", plane, tmp_path, kubeupgrade_target_release="1.28",
+                 kubeupgrade_etcd=plane.etcd_settings, kubeupgrade_etcd_become=False, kubeupgrade_preflight_fail_on=[])
+    assert result.rc == 0, explain(result)
+
+    failing, absent, readable = truth_through(plane, 0, 1, ROLLBACK_GROUPS)
+    # What the test wrote is among what the 1.28 binary cannot decode (a sanity check of the scenario, not the truth).
+    assert {"app-v1"} <= failing.get("flowschemas.flowcontrol.apiserver.k8s.io", set()), failing
+    assert {"app-v1"} <= failing.get("validatingadmissionpolicies.admissionregistration.k8s.io", set()), failing
+    assert {"rollback/claim"} <= failing.get("resourceclaims.resource.k8s.io", set()), failing
+    # The LISTs through 1.28 fail for exactly the resources with an object it cannot decode.
+    list_failures = unreadable(plane, 0)
+    assert all(NO_KIND in line for line in list_failures), list_failures
+    failing_lists = {line.split(":", 1)[0].rsplit("/", 1)[1] for line in list_failures}
+    assert failing_lists == {name.split(".", 1)[0] for name in failing}, (list_failures, failing)
+
+    found = report(tmp_path, "preflight-1.28")
+    named = {r["resource"]: set(r["objects_named"]) for r in found["resources"] if r["objects_named"]}
+    print("\n1.28 cannot decode:", json.dumps({k: sorted(v) for k, v in failing.items()}, indent=1))
+    print("1.28 does not serve:", json.dumps({k: sorted(v) for k, v in absent.items()}, indent=1))
+    print("report names:", json.dumps({k: sorted(v) for k, v in named.items()}, indent=1))
+    print("verdicts:", {r["resource"]: r["verdict"] for r in found["resources"] if r["verdict"] != "safe"})
+    assert {name: named.get(name, set()) for name in failing} == failing, "the report misses an object 1.28 cannot decode"
+    for name, names in named.items():
+        assert not names & readable.get(name, set()), f"the report names {name} objects the 1.28 binary reads: " \
+                                                      f"{sorted(names & readable.get(name, set()))}"
+    verdicts = {r["resource"]: r["verdict"] for r in found["resources"]}
+    assert all(verdicts.get(name) in ("unsafe", "needs_migration") for name in failing), verdicts
+    assert all(verdicts.get(name) == "removed" for name in absent), verdicts
