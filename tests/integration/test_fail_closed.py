@@ -162,3 +162,11 @@ def test_upgrade_hosts_that_match_no_host_fail_naming_the_variable(ansible_playb
                               extra_vars={"kubeupgrade_upgrade_hosts": "cp9", "kubeupgrade_target_release": "1.33"})
     assert result.rc != 0, explain(result)
     assert "kubeupgrade_upgrade_hosts (cp9) matches no host" in result.stdout, explain(result)
+
+
+def test_three_hosts_behind_one_url_are_a_load_balancer_error_before_anything_is_read(ansible_playbook, tmp_path):
+    result = ansible_playbook(PLAYBOOKS / "upgrade.yml", inventory=INVENTORY, extra_vars={
+        "kubeupgrade_target_release": "1.33", "kubeupgrade_apiserver_url": "https://lb.example:6443"})
+    assert result.rc != 0, explain(result)
+    assert "hosts cp1, cp2, cp3 share the apiserver URL https://lb.example:6443" in result.stdout, explain(result)
+    assert "Rolling upgrade of the control plane" not in result.stdout

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 
 import pytest
+import yaml
 from real_binaries import (
     REMOVED_IN_132,
     UNREADABLE_ON_132,
@@ -135,3 +136,18 @@ def test_an_apiservice_without_a_backend_blocks_fast_until_accepted_by_name_then
     assert versions(plane) == ["v1.33.5", "v1.33.5"]
     for index in range(2):
         assert unreadable(plane, index) == []
+
+
+def test_mixed_releases_behind_one_url_are_found_by_the_identity_leases(real_plane_factory, ansible_playbook, tmp_path):
+    """An inventory that reaches two apiservers through one URL (a load balancer) observes one: the cluster's identity
+    Leases list two, so the pre-flight blocks instead of judging whichever apiserver answered."""
+    plane = real_plane_factory(["1.32", "1.33"])
+    inventory = tmp_path / "lb.yml"
+    inventory.write_text(yaml.safe_dump({"kube_control_plane": {
+        "hosts": {"lb": {"kubeupgrade_apiserver_url": plane.endpoints[0]}},
+        "vars": {"ansible_connection": "local", "kubeupgrade_connection": {"kubeconfig": str(plane.kubeconfig)}}}}))
+    result = run(ansible_playbook, "preflight.yml", plane, tmp_path, inventory=inventory, kubeupgrade_target_release="1.33")
+    assert result.rc != 0, explain(result)
+    found = report(tmp_path, "preflight-1.33")
+    unobserved = [b for b in found["blocking"] if b["subject"] == "(apiservers not observed)"]
+    assert len(unobserved) == 1 and "lists 2 apiservers" in unobserved[0]["reason"], found["blocking"]

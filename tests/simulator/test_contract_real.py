@@ -25,9 +25,8 @@ import pytest
 import yaml
 from apisim.harness import ControlPlane as SimulatedPlane
 from apisim.profiles import storage_version_hash
-from realcp.plane import NOBODY_TOKEN
+from realcp.plane import NOBODY_TOKEN, require_assets
 from realcp.plane import ControlPlane as RealPlane
-from realcp.plane import require_assets
 
 RELEASE = "1.32"
 NAMESPACE = "contract"
@@ -267,11 +266,21 @@ def test_merge_patch_and_server_side_apply(api):
                                     configmap(name, {"applied": "yes"}), content_type=APPLY_PATCH)
     assert status == 200 and applied["data"]["applied"] == "yes"
     assert applied["metadata"]["uid"] == created["metadata"]["uid"]
+    message = failure(api("PATCH", f"{COLLECTION}/{name}", configmap(name), content_type=APPLY_PATCH), 422, "Invalid")
+    assert message == 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is required for apply patch'
+    status, _headers, fresh = api("PATCH", f"{COLLECTION}/{name}-new?fieldManager=contract",
+                                  configmap(f"{name}-new"), content_type=APPLY_PATCH)
+    assert status == 201 and fresh["metadata"]["uid"] and fresh["data"] == {"k": "v"}
 
 
 @on_both()
 def test_apply_with_preconditions_as_the_migrator_sends_it(api):
-    """Identity plus metadata.uid/resourceVersion, no force: current → 200, stale → 409 Conflict, deleted → 404 or 409."""
+    """Identity plus metadata.uid/resourceVersion, no force (migrator.apply_body).
+
+    The migrator counts a 409 or 404 as an object that changed or went away under it and anything else as a failed
+    object: current → 200; stale resourceVersion → 409 Conflict; another uid (the object was deleted and created
+    again) → 422 Invalid, "field is immutable"; deleted → 409 Conflict, "uid mismatch".
+    """
     name = unique("apply")
     created = api.ok("POST", COLLECTION, configmap(name))
     meta = created["metadata"]
@@ -285,10 +294,13 @@ def test_apply_with_preconditions_as_the_migrator_sends_it(api):
     assert status == 200 and applied["data"] == {"k": "v"} and applied["metadata"]["uid"] == meta["uid"]
     current = api.ok("PATCH", f"{COLLECTION}/{name}", {"data": {"k": "w"}}, content_type=MERGE_PATCH)["metadata"]["resourceVersion"]
     failure(api("PATCH", path, body(meta["uid"], meta["resourceVersion"]), content_type=APPLY_PATCH), 409, "Conflict")
-    failure(api("PATCH", path, body(str(uuid.uuid4()), current), content_type=APPLY_PATCH), 409, "Conflict")
+    other = str(uuid.uuid4())
+    message = failure(api("PATCH", path, body(other, current), content_type=APPLY_PATCH), 422, "Invalid")
+    assert message == f'ConfigMap "{name}" is invalid: metadata.uid: Invalid value: "{other}": field is immutable'
     api.ok("DELETE", f"{COLLECTION}/{name}")
-    status, _headers, answer = api("PATCH", path, body(meta["uid"], current), content_type=APPLY_PATCH)
-    assert status in (404, 409), answer
+    message = failure(api("PATCH", path, body(meta["uid"], current), content_type=APPLY_PATCH), 409, "Conflict")
+    assert message == (f'Operation cannot be fulfilled on configmaps "{name}": uid mismatch: the provided object specified '
+                       f'uid {meta["uid"]}, and no existing object was found')
     assert api("GET", f"{COLLECTION}/{name}")[0] == 404
 
 
@@ -335,7 +347,16 @@ def test_chunked_list(api, listed_namespace):
 def test_garbage_continue_token_is_a_400(api, listed_namespace, token):
     answer = api("GET", f"/api/v1/namespaces/{listed_namespace}/configmaps?limit=1&continue={urllib.parse.quote(token)}")
     message = failure(answer, 400, "BadRequest")
-    assert message.startswith("invalid continue token"), message
+    assert message.startswith("invalid continue token: continue key is not valid: "), message
+    if token == "garbage!!":
+        assert message.endswith("illegal base64 data at input byte 7")
+
+
+@on_both(simulator_differs="the simulator's text of a JSON decode error is Python's, not Go's")
+def test_continue_token_that_is_not_json_as_go_says_it(api, listed_namespace):
+    answer = api("GET", f"/api/v1/namespaces/{listed_namespace}/configmaps?limit=1&continue=bm90LWpzb24")
+    message = failure(answer, 400, "BadRequest")
+    assert message == "invalid continue token: continue key is not valid: invalid character 'o' in literal null (expecting 'u')"
 
 
 @on_both()
@@ -344,7 +365,7 @@ def test_partial_object_metadata_list(api, listed_namespace):
     status, headers, page = api("GET", path, accept=METADATA_LIST)
     assert status == 200
     assert (page["kind"], page["apiVersion"]) == ("PartialObjectMetadataList", "meta.k8s.io/v1")
-    assert headers["Content-Type"].startswith("application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1")
+    assert headers["Content-Type"] == "application/json"  # real answers plain JSON; the kind says what it is
     assert page["metadata"]["continue"] and page["metadata"]["resourceVersion"]
     for item in page["items"]:
         assert (item["kind"], item["apiVersion"]) == ("PartialObjectMetadata", "meta.k8s.io/v1")
@@ -443,8 +464,18 @@ def test_anonymous_is_403(api):
     assert message.startswith('secrets is forbidden: User "system:anonymous" cannot list resource "secrets"'), message
 
 
-@on_both(simulator_differs="the simulator knows one bearer token: any other, like nobody's, is a 401")
+NOBODY_IS_UNKNOWN = "the simulator knows one bearer token: any other, like nobody's, is a 401"
+
+
+@on_both(simulator_differs=NOBODY_IS_UNKNOWN)
 def test_user_without_rights_is_403(api):
     message = failure(api("GET", "/api/v1/namespaces/default/secrets", token=NOBODY_TOKEN), 403, "Forbidden")
     assert message == ('secrets is forbidden: User "nobody" cannot list resource "secrets" in API group "" '
                        'in the namespace "default"'), message
+
+
+@on_both(simulator_differs=NOBODY_IS_UNKNOWN)
+def test_user_without_rights_reads_discovery(api):
+    """system:discovery is granted to every authenticated user: a read-only observer needs no rule for it."""
+    for path in ("/version", "/api", "/apis", "/api/v1", "/apis/apps/v1"):
+        assert api("GET", path, token=NOBODY_TOKEN)[0] == 200, path

@@ -56,7 +56,8 @@ def judge(observation, target: Target, profiles, options: JudgeOptions = None) -
             skipped.append(result)
         else:
             results.append(result)
-    findings = findings_mod.endpoint_findings(observation) + findings_mod.group_findings(observation)
+    findings = (findings_mod.endpoint_findings(observation) + findings_mod.group_findings(observation)
+                + findings_mod.identity_findings(observation, options.now))
     _apply_accept(results, findings, options)
     counts = {verdict: 0 for verdict in VERDICT_ORDER}
     for result in results:

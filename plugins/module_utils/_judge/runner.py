@@ -33,7 +33,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles impor
 
 VERDICT_CHOICES = [NEEDS_MIGRATION, UNSAFE, UNKNOWN, REMOVED, SAFE]  # as documented
 DEFAULT_FAIL_ON = [v for v in VERDICT_CHOICES if v != SAFE]  # every verdict not established safe
-CLUSTER_READS = ("crds", "storage_states", "storage_versions")
+CLUSTER_READS = ("crds", "storage_states", "storage_versions", "leases")
 
 
 def validate(params) -> None:

@@ -553,10 +553,8 @@ class Api:
         with self.store.lock:
             if content_type == "application/apply-patch+yaml":
                 if not request.query.get("fieldManager"):
-                    raise errors.failure(422, 'PatchOptions.meta.k8s.io "" is invalid: fieldManager: Required value: is '
-                                         "required for apply patch", "Invalid", {"group": "meta.k8s.io", "kind": "PatchOptions", "causes": [
-                                             {"reason": "FieldValueRequired", "message": "Required value: is required for apply patch",
-                                              "field": "fieldManager"}]})
+                    raise errors.invalid("meta.k8s.io", "PatchOptions", "", [
+                        ("fieldManager", "FieldValueRequired", "Required value: is required for apply patch")])
                 return self._apply(rtype, namespace, name, patch, sub)
             current = self.get(rtype, namespace, name)
             try:
