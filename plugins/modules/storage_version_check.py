@@ -202,6 +202,13 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+headline:
+  description:
+    - One line with the cause first - what blocks (the first five subjects by name, with their verdicts) and what to do -
+      or that nothing blocks. Roles print the table, then fail with this line.
+  returned: success
+  type: str
+  sample: "pre-flight blocks on 2 verdict(s) not established safe: resourceclaims.resource.k8s.io (unsafe), ..."
 resources:
   description: One verdict per resource, worst first.
   returned: always

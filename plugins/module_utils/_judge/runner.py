@@ -173,5 +173,16 @@ def result_of(judgement, observation, title: Optional[str] = None, resources=Non
         # Where the apiservers stand apart (expected mid-upgrade), decided as the agreement gate decides it.
         "disagreeing": [{"resource": name, "storage_versions": row["storage_versions"]}
                         for name, row in resource_table(observation).items() if not row["agreed"]],
+        "headline": headline(blocking, judgement),
         "msg": text,
     }
+
+
+def headline(blocking, judgement) -> str:
+    """The cause first, on one line: what blocks (the first few by name) and what to do; the table follows."""
+    if not blocking:
+        return f"pre-flight passes: {judgement.worst}, nothing blocks ({len(judgement.resources)} resource(s) judged)."
+    shown = ", ".join(f"{b['subject']} ({b['verdict']})" for b in blocking[:5])
+    more = f" and {len(blocking) - 5} more" if len(blocking) > 5 else ""
+    return (f"pre-flight blocks on {len(blocking)} verdict(s) not established safe: {shown}{more}. Each one's reason and "
+            "next step are in the table and the report; accept one by name only with a reason.")

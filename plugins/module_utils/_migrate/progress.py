@@ -45,6 +45,13 @@ def finished_line(entry: dict) -> str:
     return text
 
 
+def worth_a_progress_line(entry: dict) -> bool:
+    """Pure: a finished resource gets a progress line when it moved objects or failed; the empty ones of a first
+    migration (most of a cluster's 60-odd resources) are in the summary table only."""
+    objects = entry.get("objects_migrated")
+    return objects is None or bool(objects or entry.get("objects_failed")) or entry.get("status") != "succeeded"
+
+
 # A reason shared by more skipped resources than this is shown as a count: a first migration of a cluster
 # skips most of its 60-odd resources for the same reason, and 60 rows would hide the few that moved.
 SKIPPED_NAMED = 5
@@ -95,10 +102,12 @@ class StatusFile:
         if due:
             self.flush()
 
-    def finished_line(self, resource: str, line: str) -> None:
+    def finished_line(self, resource: str, line: Optional[str]) -> None:
+        """``line`` None: the resource is done without a line of its own (the summary table counts it)."""
         with self._lock:
             self.running.pop(resource, None)
-            self.finished.append(line)
+            if line is not None:
+                self.finished.append(line)
         self.flush()
 
     def flush(self) -> None:

@@ -35,6 +35,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progr
     finished_line,
     rate_line,
     summary_table,
+    worth_a_progress_line,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
@@ -359,7 +360,7 @@ def migrate_resource(run: Run, name: str, choice: plan.BackendChoice) -> dict:
         if lease is not None:
             lease.release()
         entry["seconds"] = round(time.monotonic() - started, 3)
-        run.status.finished_line(name, finished_line(entry))
+        run.status.finished_line(name, finished_line(entry) if worth_a_progress_line(entry) else None)
     return entry
 
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, progress
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import crd_from_object
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -265,3 +265,15 @@ def test_the_summary_shows_what_moved_and_counts_what_was_skipped_for_one_reason
         "skipped flunders.wardle.example.com: not served by any apiserver",
         "skipped r0.example.com, r1.example.com: pre-flight verdict is safe",
     ]
+
+
+@pytest.mark.parametrize("entry, shown", [
+    ({"status": "succeeded", "objects_migrated": 0}, False),
+    ({"status": "succeeded", "objects_migrated": 3}, True),
+    ({"status": "succeeded", "objects_migrated": None}, True),  # the in-tree backend counts no objects
+    ({"status": "failed", "objects_migrated": 0}, True),
+    ({"status": "succeeded", "objects_migrated": 0, "objects_failed": 1}, True),
+], ids=["empty", "moved", "uncounted", "failed", "object-failed"])
+def test_only_resources_that_moved_or_failed_get_a_progress_line(entry, shown):
+    """A first migration finishes 60-odd resources with nothing stored: a line each would bury the few that moved."""
+    assert progress.worth_a_progress_line(entry) is shown
