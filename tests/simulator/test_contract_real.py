@@ -204,8 +204,8 @@ def test_storage_hashes_equal_on_both(simulated_plane, real_plane, request):
     for path in ("/api/v1", "/apis/apps/v1"):
         ours = {r["name"]: r.get("storageVersionHash") for r in simulator.ok("GET", path)["resources"]}
         theirs = {r["name"]: r.get("storageVersionHash") for r in real.ok("GET", path)["resources"]}
-        assert {name: ours[name] for name in ours.keys() & theirs.keys()} == \
-            {name: theirs[name] for name in ours.keys() & theirs.keys()}
+        common = ours.keys() & theirs.keys()
+        assert {name: ours[name] for name in common} == {name: theirs[name] for name in common}
         assert ours["configmaps" if path == "/api/v1" else "deployments"] is not None
 
 
@@ -278,8 +278,9 @@ def test_apply_with_preconditions_as_the_migrator_sends_it(api):
     """Identity plus metadata.uid/resourceVersion, no force (migrator.apply_body).
 
     The migrator counts a 409 or 404 as an object that changed or went away under it and anything else as a failed
-    object: current → 200; stale resourceVersion → 409 Conflict; another uid (the object was deleted and created
-    again) → 422 Invalid, "field is immutable"; deleted → 409 Conflict, "uid mismatch".
+    object: current → 200; stale resourceVersion → 409 Conflict; another uid with the current resourceVersion →
+    422 Invalid, "field is immutable"; deleted → 409 Conflict, "uid mismatch"; deleted and created again (uid and
+    resourceVersion both stale) → 409 Conflict: the resourceVersion is checked first.
     """
     name = unique("apply")
     created = api.ok("POST", COLLECTION, configmap(name))
@@ -302,6 +303,9 @@ def test_apply_with_preconditions_as_the_migrator_sends_it(api):
     assert message == (f'Operation cannot be fulfilled on configmaps "{name}": uid mismatch: the provided object specified '
                        f'uid {meta["uid"]}, and no existing object was found')
     assert api("GET", f"{COLLECTION}/{name}")[0] == 404
+    api.ok("POST", COLLECTION, configmap(name))  # created again: the old uid and the old resourceVersion are both stale
+    message = failure(api("PATCH", path, body(meta["uid"], current), content_type=APPLY_PATCH), 409, "Conflict")
+    assert message.endswith("the object has been modified; please apply your changes to the latest version and try again")
 
 
 # --- LIST ----------------------------------------------------------------------------------------------------
@@ -397,6 +401,19 @@ def _put_retrying(api, path, change):
     return answer
 
 
+def established(api, path):
+    conditions = api.ok("GET", path)["status"].get("conditions", [])
+    return any(condition["type"] == "Established" and condition["status"] == "True" for condition in conditions)
+
+
+def discovered_hash(api, path, resource):
+    """The storageVersionHash of ``resource`` in the legacy document at ``path`` (None until it is served)."""
+    status, _headers, document = api("GET", path)
+    if status != 200:
+        return None
+    return next((r.get("storageVersionHash") for r in document["resources"] if r["name"] == resource), None)
+
+
 @on_both()
 def test_crd_stored_versions(api):
     group = f"{unique('g')}.contract.example"
@@ -404,8 +421,7 @@ def test_crd_stored_versions(api):
     assert status == 201 and created["status"]["storedVersions"] == ["v1alpha1"]
     path = f"{CRDS}/gadgets.{group}"
     try:
-        wait_for(lambda: any(c["type"] == "Established" and c["status"] == "True"
-                             for c in api.ok("GET", path)["status"].get("conditions", [])), what="Established")
+        wait_for(lambda: established(api, path), what="the CRD Established")
 
         def switch(current):
             for version in current["spec"]["versions"]:
@@ -427,9 +443,7 @@ def test_crd_stored_versions(api):
         assert status == 200 and pruned["status"]["storedVersions"] == ["v1"]
 
         expected = storage_version_hash(group, "v1", "Gadget")
-        wait_for(lambda: {r["name"]: r.get("storageVersionHash") for r in
-                          (api("GET", f"/apis/{group}/v1alpha1")[2] or {}).get("resources", [])
-                          if isinstance(r, dict)}.get("gadgets") == expected, what="the CR's storage hash")
+        wait_for(lambda: discovered_hash(api, f"/apis/{group}/v1alpha1", "gadgets") == expected, what="the CR's storage hash")
     finally:
         api("DELETE", path)
 
