@@ -58,6 +58,7 @@ class KubeUpgradeModule:
         self.module = AnsibleModule(argument_spec=spec, **kwargs)
         self.empty_result = dict({"changed": False}, **(empty_result or {}))
         self._connection = connection
+        self._warned = set()
         if connection:
             for secret in _kubeconfig_secrets(self.module.params.get("kubeconfig")):
                 self.module.no_log_values.add(secret)
@@ -83,7 +84,10 @@ class KubeUpgradeModule:
         return getattr(self.module, "tmpdir", None)
 
     def warn(self, message: str) -> None:
-        self.module.warn(message)
+        """Each warning once per task: an observation repeated after a refresh says the same things again."""
+        if message not in self._warned:
+            self._warned.add(message)
+            self.module.warn(message)
 
     def client(self) -> ApiClient:
         """Client for the connection's host (the load balancer, usually): for cluster-wide reads and writes."""

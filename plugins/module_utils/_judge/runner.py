@@ -128,10 +128,7 @@ def run(module) -> dict:
     unjudged = _unjudged_accepts(options.accept, judgement)
     if unjudged:
         module.warn(unjudged)
-    for ep in observation.endpoints:
-        if ep.reachable and ep.failed_groups:
-            module.warn(ep.error or f"apiserver {ep.endpoint}: discovery failed for {', '.join(ep.failed_groups)}")
-    for warning in observation.warnings:
+    for warning in observation.warnings:  # each failed discovery, named with its apiserver
         module.warn(warning)
     result = result_of(judgement, observation, title=_title(params), resources=resources)
     if params.get("upgrading"):

@@ -34,7 +34,8 @@ def load_target_crds(items) -> dict:
             elif os.path.isfile(path):
                 files = [path]
             else:
-                raise ManifestError(f"target_crds #{index + 1}: file {item} does not exist; give an existing path, "
+                where = "" if os.path.isabs(path) else f" (a relative path is read from {os.getcwd()})"
+                raise ManifestError(f"target_crds #{index + 1}: file {item} does not exist{where}; give an existing path, "
                                     "a CRD as a dictionary, or the manifest text")
             for file_path in files:
                 try:
