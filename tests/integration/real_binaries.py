@@ -156,3 +156,25 @@ def seed_128_unreadable_on_132(plane, namespace="dra"):
         "resourceclaims.resource.k8s.io": [f"/registry/resource.k8s.io/resourceclaims/{namespace}/claim"],
         "resourceclaimtemplates.resource.k8s.io": [f"/registry/resource.k8s.io/resourceclaimtemplates/{namespace}/template"],
     }
+
+# Where the 1.28 apiserver serves them (to follow a next step "delete them through the API").
+PATHS_128 = {
+    "resourceclaims.resource.k8s.io": "/apis/resource.k8s.io/v1alpha2/resourceclaims",
+    "resourceclaimtemplates.resource.k8s.io": "/apis/resource.k8s.io/v1alpha2/resourceclaimtemplates",
+    "resourceclasses.resource.k8s.io": "/apis/resource.k8s.io/v1alpha2/resourceclasses",
+    "podschedulingcontexts.resource.k8s.io": "/apis/resource.k8s.io/v1alpha2/podschedulingcontexts",
+    "clustercidrs.networking.k8s.io": "/apis/networking.k8s.io/v1alpha1/clustercidrs",
+}
+
+
+def delete_all(plane, collection, index=0):
+    """``kubectl delete <resource> --all -A`` through apiserver ``index``: every object the LIST names, one by one."""
+    status, found = plane.request("GET", collection, index=index)
+    assert status == 200, found
+    group_version = collection.rsplit("/", 1)[0]
+    for item in found["items"]:
+        meta = item["metadata"]
+        where = f"/namespaces/{meta['namespace']}" if meta.get("namespace") else ""
+        path = f"{group_version}{where}/{collection.rsplit('/', 1)[1]}/{meta['name']}"
+        status, answer = plane.request("DELETE", path, index=index)
+        assert status in (200, 202), f"DELETE {path}: {status} {answer}"

@@ -15,8 +15,10 @@ import time
 import pytest
 import yaml
 from real_binaries import (
+    PATHS_128,
     REMOVED_IN_132,
     UNREADABLE_ON_132,
+    delete_all,
     explain,
     report,
     run,
@@ -151,3 +153,22 @@ def test_mixed_releases_behind_one_url_are_found_by_the_identity_leases(real_pla
     found = report(tmp_path, "preflight-1.33")
     unobserved = [b for b in found["blocking"] if b["subject"] == "(apiservers not observed)"]
     assert len(unobserved) == 1 and "lists 2 apiservers" in unobserved[0]["reason"], found["blocking"]
+
+
+def test_following_the_next_steps_verbatim_clears_the_block_and_the_same_play_then_rolls(real_plane_factory,
+                                                                                        ansible_playbook, tmp_path):
+    plane = real_plane_factory(["1.28", "1.28"], encryption=True)
+    seed_128_unreadable_on_132(plane)
+    blocked = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.32")
+    assert blocked.rc != 0, explain(blocked)
+    steps = {b["subject"]: b["next_step"] for b in report(tmp_path, "preflight-1.32")["blocking"]}
+    assert set(steps) == UNREADABLE_ON_132 | REMOVED_IN_132, steps
+    for name, step in steps.items():
+        # each step says to export and delete the objects while the running release still reads them
+        assert f"kubectl get {name} -A -o yaml" in step and "delete" in step, step
+        delete_all(plane, PATHS_128[name])
+    rolled = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.32")
+    assert rolled.rc == 0, explain(rolled)
+    assert versions(plane) == ["v1.32.6", "v1.32.6"]
+    for index in range(2):
+        assert unreadable(plane, index) == []

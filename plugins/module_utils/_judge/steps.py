@@ -112,6 +112,32 @@ def _conservative_note(view) -> str:
             "may read more)")
 
 
+def _bridge(name, versions, target_readable, profiles) -> Optional[str]:
+    """A release that reads ``versions`` and writes a version the target reads: upgrading through it, migrating there,
+    carries the objects over. None when no release does (an alpha version dropped without a successor it could read)."""
+    if profiles is None:
+        return None
+    for release in profiles.releases():
+        entry = profiles.get(release).get(name)
+        if entry is not None and set(versions) <= entry.readable_versions() and entry.storage_version in target_readable:
+            return release
+    return None
+
+
+def _through_or_recreate(case: Case, unreadable_current) -> str:
+    """A next step that can be followed: through a bridging release when one exists, else re-create the objects."""
+    name, shown = case.name, ", ".join(unreadable_current)
+    bridge = _bridge(name, unreadable_current, case.view.readable, case.profiles)
+    if bridge:
+        return (f"do not swap to this target yet: upgrade through Kubernetes {bridge} first (it reads {shown} and writes "
+                f"{case.profiles.get(bridge).get(name).storage_version}, which the target reads), migrate {name} there, "
+                "then upgrade to this target; or choose another target.")
+    return (f"no release reads {shown} and writes a version the target reads, so no migration carries the objects over: "
+            f"while the running apiservers still read them, export the objects of {name} (kubectl get {name} -A -o yaml), "
+            f"delete them through the API (kubectl delete {name} --all -A), upgrade, then re-create them in a version the "
+            "target serves; or choose another target. Then re-run this check.")
+
+
 def _unsafe_current(case: Case, unreadable_current):
     view, name = case.view, case.name
     what = "the target CRD manifest" if case.is_custom and "manifest" in view.source else f"the target ({view.source})"
@@ -119,8 +145,7 @@ def _unsafe_current(case: Case, unreadable_current):
         step = (f"keep version {', '.join(unreadable_current)} in the target CRD manifest (it is the storage version every "
                 f"apiserver writes now); drop it only after migrating to another storage version.")
     else:
-        step = (f"do not swap to this target: no migration helps, because {', '.join(unreadable_current)} is what the "
-                f"running apiservers write. Go through a release that reads both versions, or choose another target.")
+        step = _through_or_recreate(case, unreadable_current)
     return (UNSAFE, f"{what} cannot decode {', '.join(unreadable_current)}, the current storage version of {name}"
             f"{_conservative_note(view)}.", step)
 
