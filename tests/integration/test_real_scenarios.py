@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -29,7 +30,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import collections_path
-from real_binaries import create, explain, report, run, seed_132, unreadable, write_inventory
+from real_binaries import create, explain, report, run, seed_132, unreadable, wait_for, write_inventory
 from test_demo import readme_block
 
 pytestmark = pytest.mark.slow
@@ -103,12 +104,13 @@ def object_path(gv_path, resource, namespaced, rest):
     return f"{gv_path}/{resource}/{rest}"
 
 
-def start_ksvm(plane, workdir):
-    """kube-storage-version-migrator's trigger and migrator against apiserver 0, each in its own session."""
+def start_ksvm(plane, workdir, names=("trigger", "migrator")):
+    """kube-storage-version-migrator's controllers (``names``) against apiserver 0, each in its own session."""
     kubeconfig = plane.write_kubeconfig(os.path.join(str(workdir), "ksvm.kubeconfig"))
     base = Path(os.environ["KUBEUPGRADE_TEST_K8S_ASSETS"]) / "ksvm"
     processes = []
-    for name, extra in (("trigger", []), ("migrator", ["--kube-api-qps", "50", "--kube-api-burst", "100"])):
+    flags = {"trigger": [], "migrator": ["--kube-api-qps", "50", "--kube-api-burst", "100"]}
+    for name, extra in ((name, flags[name]) for name in names):
         log = open(os.path.join(str(workdir), f"ksvm-{name}.log"), "ab")
         processes.append(subprocess.Popen([str(base / name), "--kubeconfig", kubeconfig, *extra], stdin=subprocess.DEVNULL,
                                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
@@ -256,8 +258,8 @@ def test_readme_first_run_on_a_fresh_real_cluster(real_plane_factory, tmp_path):
         assert "Traceback" not in outputs[-1], outputs[-1]
         if len(outputs) == 1:
             after_first = records(plane)
+            first = json.loads((workdir / "kubeupgrade-reports" / "preflight-1.33.json").read_text(encoding="utf-8"))
 
-    first = json.loads((workdir / "kubeupgrade-reports" / "preflight-1.33.json").read_text(encoding="utf-8"))
     assert "Storage pre-flight: unknown, gate passes" in outputs[0], outputs[0][-4000:]
     final = json.loads((workdir / "kubeupgrade-reports" / "preflight-1.33.json").read_text(encoding="utf-8"))
     assert final["blocking"] == [] and final["verdict"] == "safe", final["blocking"]
@@ -271,7 +273,176 @@ def test_readme_first_run_on_a_fresh_real_cluster(real_plane_factory, tmp_path):
         assert status["persistedStorageVersionHashes"] == [status["currentStorageVersionHash"]], (name, status)
     for index in range(2):
         assert unreadable(plane, index) == []
-    summary = outputs[1][outputs[1].find("Records not at the current storage version"):][:6000]
-    print(f"\nmigrate.yml took {seconds[1]:.1f} s (pre-flights {seconds[0]:.1f} s, {seconds[2]:.1f} s); "
-          f"{len(unknown_before)} records were Unknown after step 1; first report verdicts: {first['counts']}")
-    print(summary)
+    # 1. reported, did not block: every resource with objects stored is unknown on a first run, none is unsafe.
+    assert first["blocking"] == [] and first["counts"]["unknown"] > 0, first["counts"]
+    assert first["counts"]["unsafe"] == first["counts"]["removed"] == 0, first["counts"]
+    migrated = re.findall(r"^\W*(\S+)\s+succeeded\s+(\w+)\s+(\d+)\s", outputs[1], re.M)
+    assert migrated and {row[0] for row in migrated} >= {"configmaps", "secrets", "gadgets.example.com"}, outputs[1][-6000:]
+    print(f"\nmigrate.yml took {seconds[1]:.1f} s and migrated {len(migrated)} resources "
+          f"({sum(int(row[2]) for row in migrated)} objects, backends {sorted({row[1] for row in migrated})}); "
+          f"pre-flights took {seconds[0]:.1f} s and {seconds[2]:.1f} s; first report: {first['counts']}, "
+          f"{len(unknown_before)} records Unknown after step 1")
+
+
+def test_first_preflight_with_etcd_access_is_measured_not_unknown(real_plane_factory, ansible_playbook, tmp_path):
+    """README "With access to etcd": on a cluster the collection never saw, the first pre-flight audits etcd, sets the
+    records from it and judges from it: no verdict is unknown."""
+    plane = real_plane_factory(["1.32", "1.32"], etcd_tls=True, encryption=True)
+    seed_132(plane)
+    result = run(ansible_playbook, "preflight.yml", plane, tmp_path, kubeupgrade_target_release="1.33",
+                 kubeupgrade_etcd=plane.etcd_settings, kubeupgrade_etcd_become=False, kubeupgrade_preflight_fail_on=[])
+    assert result.rc == 0, explain(result)
+    found = report(tmp_path, "preflight-1.33")
+    unknown = [r["resource"] for r in found["resources"] if r["verdict"] == "unknown"]
+    unknown += [f.get("subject") for f in found.get("findings") or [] if f.get("verdict") == "unknown"]
+    assert unknown == [] and found["counts"]["unknown"] == 0, (unknown, found["counts"])
+    assert found["blocking"] == [] and found["verdict"] == "safe", found["blocking"]
+    # The records were set from etcd: each names exactly the hash the apiservers store in (nothing older was stored).
+    for name, status in records(plane).items():
+        assert "Unknown" not in status.get("persistedStorageVersionHashes", []), (name, status)
+
+
+# --- 3. the in-tree backend, driven by a real kube-controller-manager ---------------------------------------------
+
+INTREE_MIGRATIONS = "/apis/storagemigration.k8s.io/v1alpha1/storageversionmigrations"
+
+
+def condition(obj, kind):
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), {})
+
+
+def test_intree_backend_with_the_real_controller_manager_records_current(real_plane_factory, ansible_playbook, tmp_path):
+    plane = real_plane_factory(["1.32", "1.32"])
+    plane.start_controller_manager()
+    plane.create("/api/v1/namespaces", {"metadata": {"name": "app"}})
+    for number in range(20):
+        plane.create("/api/v1/namespaces/app/configmaps", {"metadata": {"name": f"settings-{number}"}, "data": {"n": str(number)}})
+    started = time.monotonic()
+    result, outcome = run_module(ansible_playbook, tmp_path, plane, "intree", "storage_migration", {
+        "resources": ["configmaps"], "backend": "intree", "keep_migration_objects": True, "timeout": 300,
+        "stall_timeout": 240, "refresh_records": True})  # a fresh cluster: the StorageState CRD is installed by the refresh
+    took = time.monotonic() - started
+    assert not outcome.get("failed"), (outcome.get("msg"), explain(result))
+    (migration,) = outcome["migrations"]
+    assert (migration["resource"], migration["backend"], migration["status"]) == ("configmaps", "intree", "succeeded"), migration
+    assert migration["api_version"] == "storagemigration.k8s.io/v1alpha1", migration
+    assert migration["verified"] and not migration["record"].startswith("skipped"), migration
+    # The controller's own object says Succeeded, for configmaps.
+    obj = plane.get(f"{INTREE_MIGRATIONS}/{migration['name']}")
+    resource = obj["spec"]["resource"]
+    assert (resource.get("group", ""), resource["resource"]) == ("", "configmaps"), obj["spec"]
+    assert condition(obj, "Succeeded").get("status") == "True", obj.get("status")
+    # Recorded: the record says every object is stored in the hash both apiservers report for configmaps.
+    current = {discovery_hash(plane, "v1", "configmaps", index) for index in range(2)}
+    assert len(current) == 1, current
+    status = storage_state(plane, "configmaps")["status"]
+    assert status["currentStorageVersionHash"] in current, status
+    assert status["persistedStorageVersionHashes"] == [status["currentStorageVersionHash"]], status
+    print(f"\nin-tree migration of configmaps: {took:.1f} s (module {migration.get('seconds')} s)")
+
+
+# --- 4. kube-storage-version-migrator: the sigs backend and the reference implementation's records ---------------
+
+SIGS_MIGRATIONS = "/apis/migration.k8s.io/v1alpha1/storageversionmigrations"
+STORAGE_STATES = "/apis/migration.k8s.io/v1alpha1/storagestates"
+MANAGED_BY = "app.kubernetes.io/managed-by"
+
+
+def install_ksvm_crds(plane):
+    for path in KSVM_CRDS:
+        plane.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", yaml.safe_load(path.read_text(encoding="utf-8")))
+    for resource in ("storagestates", "storageversionmigrations"):
+        wait_for(lambda r=resource: all(plane.request("GET", f"/apis/migration.k8s.io/v1alpha1/{r}", index=i)[0] == 200
+                                        for i in range(len(plane.endpoints))), f"{resource} to be served")
+
+
+def sigs_migrations(plane):
+    """``{resource: [(name, created by the collection, Succeeded)]}`` of every StorageVersionMigration."""
+    found = {}
+    for item in plane.get(SIGS_MIGRATIONS)["items"]:
+        spec = item["spec"]["resource"]
+        name = f"{spec['resource']}.{spec['group']}" if spec.get("group") else spec["resource"]
+        ours = (item["metadata"].get("labels") or {}).get(MANAGED_BY, "").startswith("kubeupgrade")
+        found.setdefault(name, []).append((item["metadata"]["name"], ours, condition(item, "Succeeded").get("status") == "True"))
+    return found
+
+
+def persisted(plane):
+    return {name: (status.get("persistedStorageVersionHashes"), status.get("currentStorageVersionHash"))
+            for name, status in records(plane).items()}
+
+
+def test_sigs_backend_next_to_the_reference_trigger_and_migrator(real_plane_factory, ansible_playbook, tmp_path):
+    """The collection migrates through the real kube-storage-version-migrator and keeps its StorageState records next to
+    the reference trigger, which reads and writes the same objects: neither undoes the other."""
+    plane = real_plane_factory(["1.32", "1.32"])
+    install_ksvm_crds(plane)
+    plane.create("/api/v1/namespaces", {"metadata": {"name": "app"}})
+    for number in range(10):
+        plane.create("/api/v1/namespaces/app/configmaps", {"metadata": {"name": f"settings-{number}"}, "data": {"n": str(number)}})
+        plane.create("/api/v1/namespaces/app/secrets", {"metadata": {"name": f"token-{number}"}, "stringData": {"t": str(number)}})
+    ours = ["configmaps", "secrets"]
+    # The migrator first, the trigger once the collection has recorded its migrations: a trigger that finds no record
+    # of a resource deletes every migration of it (its relaunch), the collection's included, which would make the
+    # outcome a race between the two.
+    processes = start_ksvm(plane, tmp_path, ["migrator"])
+    try:
+        started = time.monotonic()
+        result, outcome = run_module(ansible_playbook, tmp_path, plane, "sigs", "storage_migration", {
+            "resources": ours, "backend": "sigs", "keep_migration_objects": True, "timeout": 300, "stall_timeout": 120})
+        took = time.monotonic() - started
+        assert not outcome.get("failed"), (outcome.get("msg"), explain(result), outcome.get("migrations"))
+        assert {(m["resource"], m["backend"], m["status"]) for m in outcome["migrations"]} == \
+            {(name, "sigs", "succeeded") for name in ours}, outcome["migrations"]
+        assert all(m["api_version"] == "migration.k8s.io/v1alpha1" for m in outcome["migrations"]), outcome["migrations"]
+        for migration in outcome["migrations"]:
+            obj = plane.get(f"{SIGS_MIGRATIONS}/{migration['name']}")
+            assert condition(obj, "Succeeded").get("status") == "True", obj.get("status")
+        for name in ours:
+            hashes, current = persisted(plane)[name]
+            assert hashes == [current], (name, hashes, current)
+
+        processes += start_ksvm(plane, tmp_path, ["trigger"])
+        wait_for(lambda: len(records(plane)) > len(ours), "the trigger's first StorageState records")
+        # With the trigger running, two refreshes of the collection's records ~20 s apart: no record flaps (one that
+        # is [current] stays so), and the collection creates no migration of its own.
+        reads = [(time.monotonic(), persisted(plane), sigs_migrations(plane))]
+        touched = []
+        for round_number in range(2):
+            result, refreshed = run_module(ansible_playbook, tmp_path, plane, f"refresh-{round_number}", "storage_state", {})
+            assert not refreshed.get("failed"), (refreshed.get("msg"), explain(result))
+            touched += [(round_number, r["name"], r["action"], r.get("reasons")) for r in refreshed["records"]
+                        if r["action"] != "unchanged"]
+            reads.append((time.monotonic(), persisted(plane), sigs_migrations(plane)))
+            time.sleep(10)
+            reads.append((time.monotonic(), persisted(plane), sigs_migrations(plane)))
+            time.sleep(10 if round_number == 0 else 0)
+        for (_t0, before, _m0), (t1, after, _m1) in zip(reads, reads[1:]):
+            for name, (hashes, current) in before.items():
+                if hashes == [current]:
+                    assert after[name] == (hashes, current), f"{name} flapped at {t1 - reads[0][0]:.0f} s: {before[name]} -> {after[name]}"
+        for name in ours:
+            assert all(read[1][name][0] == [read[1][name][1]] for read in reads), [read[1][name] for read in reads]
+        final_migrations = reads[-1][2]
+        collection_made = {name: [m for m in found if m[1]] for name, found in final_migrations.items()}
+        assert {name: len(found) for name, found in collection_made.items() if found} == {name: 1 for name in ours}, \
+            final_migrations
+        # The trigger launched no migration of a resource whose record the collection had set [current].
+        assert all(not m for name in ours for m in final_migrations.get(name, []) if not m[1]), final_migrations
+
+        # The pre-flight reads the records the trigger wrote (Unknown until its own migrations finish) without error.
+        result, check = run_module(ansible_playbook, tmp_path, plane, "check", "storage_version_check", {
+            "target_release": "1.33", "fail_on": []})
+        assert not check.get("failed"), (check.get("msg"), explain(result))
+        verdicts = {r["resource"]: r["verdict"] for r in check["resources"]}
+        assert all(verdicts[name] == "safe" for name in ours), verdicts
+        trigger_records = {name for name in reads[-1][1] if name not in ours}
+        print(f"\nsigs migration of {ours}: {took:.1f} s; trigger records: {len(trigger_records)}, "
+              f"[current] at the end: {sum(1 for h, c in reads[-1][1].values() if h == [c])}/{len(reads[-1][1])}; "
+              f"migrations by the trigger: {sum(1 for found in final_migrations.values() for m in found if not m[1])}; "
+              f"check: {check.get('counts')}")
+        actions = sorted({(round_number, action) for round_number, _name, action, _reasons in touched})
+        print("the collection's refreshes:", {key: sum(1 for t in touched if (t[0], t[2]) == key) for key in actions},
+              [t for t in touched if t[2] != "created"])
+    finally:
+        stop_processes(processes)
