@@ -140,7 +140,9 @@ options:
     type: int
     default: 500
   update_records:
-    description: After success, set the resource's StorageState C(persistedStorageVersionHashes) to C([current]).
+    description:
+      - After success, set the resource's StorageState C(persistedStorageVersionHashes) to C([current]), installing the
+        StorageState CRD first when it is missing (the migration is the one moment the record can say C([current])).
     type: bool
     default: true
   refresh_records:

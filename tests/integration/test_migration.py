@@ -142,6 +142,19 @@ def test_builtin_resource_and_next_preflight_is_safe(plane, capsys):
     assert verdicts.get("configmaps") == "safe", check
 
 
+def test_a_migration_on_a_cluster_without_the_storagestate_crd_installs_it_and_records_current(control_plane_factory,
+                                                                                                capsys):
+    """The migration is the one moment a record can say [current]: it is not skipped for want of the CRD."""
+    plane = control_plane_factory(apiservers=2, releases="1.32", tls=True, seed="demo")
+    assert _crd(plane, "storagestates.migration.k8s.io") is None
+    put_configmaps(plane, 5, version="v1")
+    failed, result = run(plane, capsys, resources=["configmaps"], backend="client")
+    assert not failed, result
+    assert _crd(plane, "storagestates.migration.k8s.io") is not None
+    status = _storage_state(plane, "configmaps")
+    assert status["persistedStorageVersionHashes"] == [result["migrations"][0]["storage_hash"]], status
+
+
 def test_refresh_records_gives_an_unrecorded_resource_a_record_so_from_records_migrates_it(plane, capsys):
     put_configmaps(plane, 5, version="v1")
     before = snapshot(plane, "configmaps")

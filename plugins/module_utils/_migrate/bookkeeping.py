@@ -15,7 +15,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember impo
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-NO_STORAGE_STATE_CRD = "skipped: the StorageState CRD is not installed (run storage_state with install_crd: true)"
 
 
 def crd_or_none(client, name: str) -> Optional[dict]:
@@ -24,14 +23,18 @@ def crd_or_none(client, name: str) -> Optional[dict]:
 
 
 def mark_migrated(client, resource: str, current_hash: str) -> str:
-    """StorageState persisted := [current]; without the StorageState CRD there is no record to update."""
-    try:
-        return storage_state_io.mark_migrated(client, resource, current_hash).action
-    except ApiError as error:
-        if error.status == 404:
-            return NO_STORAGE_STATE_CRD
-        raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated: {error}",
-                             details={"resource": resource}) from None
+    """StorageState persisted := [current]. A migration is the one moment a record can say [current], so a missing
+    StorageState CRD is installed first (as a refresh does) rather than the result going unrecorded."""
+    for attempt in (1, 2):
+        try:
+            return storage_state_io.mark_migrated(client, resource, current_hash).action
+        except ApiError as error:
+            if error.status == 404 and attempt == 1 and not storage_state_io.crd_installed(client):
+                storage_state_io.ensure_crd(client, install=True, check_mode=False)
+                continue
+            raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated: {error}",
+                                 details={"resource": resource}) from None
+    return ""  # not reached
 
 
 def prune_stored_versions(client, crd_at_start: dict) -> Optional[list]:
