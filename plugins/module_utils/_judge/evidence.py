@@ -33,6 +33,9 @@ class Evidence:
     resource: ObservedResource
     current_versions: Dict[str, Optional[str]] = field(default_factory=dict)
     current_hashes: List[str] = field(default_factory=list)
+    staying_hashes: List[str] = field(default_factory=list)  # written by apiservers that already run the target
+    staying_versions: set = field(default_factory=set)
+    measured_replaced: bool = False  # measured in etcd, and the apiservers not on the target are replaced by the roll
     persisted_hashes: List[str] = field(default_factory=list)
     persisted_versions: set = field(default_factory=set)
     unresolved: List[str] = field(default_factory=list)
@@ -46,6 +49,12 @@ class Evidence:
     @property
     def current_set(self) -> set:
         return {v for v in self.current_versions.values() if v}
+
+    @property
+    def writers_set(self) -> set:
+        """The versions that will be written from now on: every apiserver's, or, measured in a roll, only those of the
+        apiservers that stay (the others are replaced, and what they wrote is in the measurement)."""
+        return {v for v in self.staying_versions if v} if self.measured_replaced else self.current_set
 
 
 def lookup(hash_value, resource, profiles, observation, target) -> Optional[str]:
@@ -100,6 +109,9 @@ def gather_current(ev: Evidence, observation, profiles, target, ignore) -> None:
             continue
         if observed.storage_hash:
             ev.current_hashes.append(observed.storage_hash)
+            if target.release is not None and ep.release == target.release.release:
+                ev.staying_hashes.append(observed.storage_hash)
+                ev.staying_versions.add(ev.current_versions[ep.endpoint])
             ev.current_versions[ep.endpoint] = lookup(observed.storage_hash, observed, profiles, observation, target)
     if serving:
         ev.resource = serving[0].resources[ev.name]
@@ -127,10 +139,14 @@ def _record_hashes(ev: Evidence, record, record_max_age, now) -> List[str]:
     return hashes
 
 
-def gather_persisted(ev: Evidence, record, options, now) -> None:
+def gather_persisted(ev: Evidence, record, options, now, replaced: bool = False) -> None:
     """The hashes that may be persisted: measured in etcd when an audit read them, else the record's (Unknown
-    when it cannot vouch); plus the current ones, which any apiserver may write from now on."""
+    when it cannot vouch); plus the current ones, which any apiserver may write from now on. Measured, and with a
+    target release (``replaced``), what the apiservers the roll replaces write now is not counted: only what is
+    stored and what the apiservers that stay write (the rolling upgrade audits again before each swap)."""
     hashes = measured.persisted_hashes(options.audit, ev.name)
+    ev.measured_replaced = hashes is not None and replaced
+    writers = ev.staying_hashes if ev.measured_replaced else ev.current_hashes
     if hashes is None and options.judged_before is not None and ev.name not in options.judged_before:
         # At the previous gate no apiserver served it and no record or CRD named it: every object of it was written
         # since, by the apiservers that serve it now (a resource new in the release a roll brings), in the versions
@@ -140,7 +156,7 @@ def gather_persisted(ev: Evidence, record, options, now) -> None:
         hashes = _record_hashes(ev, record, options.record_max_age, now)
     elif UNKNOWN_HASH in hashes:
         ev.doubt(DOUBT_RECORD, measured.unreadable_text(options.audit, ev.name))
-    for value in ev.current_hashes:
+    for value in writers:
         if value not in hashes:
             hashes.append(value)
     ev.persisted_hashes = hashes
@@ -181,6 +197,7 @@ def gather(name, observation, target, profiles, options) -> Evidence:
     ignore = observation.aggregated_group_versions()
     ev = Evidence(name=name, group=GroupResource.parse(name).group, resource=_stub(name, observation, profiles, target))
     gather_current(ev, observation, profiles, target, ignore)
-    gather_persisted(ev, observation.storage_states.get(name), options, now)
+    builtin = name not in observation.crds and name not in (target.crd_manifests or {})
+    gather_persisted(ev, observation.storage_states.get(name), options, now, replaced=builtin and target.release is not None)
     map_persisted(ev, profiles, observation, target)
     return ev

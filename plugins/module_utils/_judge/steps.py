@@ -153,7 +153,7 @@ def _unsafe_current(case: Case, unreadable_current):
 def _specific(case: Case):
     """The finding about versions (worst first), or None: unsafe current, unreadable by anyone, needs migration."""
     readable = case.view.readable
-    unreadable_current = sorted(case.ev.current_set - readable)
+    unreadable_current = sorted(case.ev.writers_set - readable)
     if unreadable_current:
         return _unsafe_current(case, unreadable_current)
     unreadable = sorted(case.ev.persisted_versions - readable, key=discovery.version_sort_key)
@@ -165,6 +165,9 @@ def _specific(case: Case):
         return (UNSAFE, f"objects of {case.name} may be stored as {', '.join(lost)}, which neither {case.view.source} nor "
                 f"the running apiservers ({', '.join(running)}) can decode: no migration through the apiserver can "
                 "rewrite them.", _delete_step(case.name, lost, _readers_of(case.name, lost, case.profiles)))
+    migrating_to = sorted(case.ev.current_set - readable)
+    if migrating_to:  # a migration through the running apiservers rewrites into a version the target cannot read
+        return _unsafe_current(case, migrating_to)
     current = next(iter(case.ev.current_set)) if len(case.ev.current_set) == 1 else None
     return (NEEDS_MIGRATION,
             f"objects of {case.name} may still be stored as {', '.join(unreadable)}, which {case.view.source} cannot "
