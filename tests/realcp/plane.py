@@ -635,16 +635,23 @@ class ControlPlane:
     # -- lifecycle
 
     def start(self, timeout=READY_TIMEOUT):
-        """Start etcd, then every apiserver at once; wait until each is ready (``timeout`` each, from its start)."""
+        """Start etcd, the first apiserver, then the others at once; wait until each is ready (``timeout`` each).
+
+        The first one alone: apiservers started together on an empty etcd race to initialise the service IP
+        allocator, and the loser exits ("another caller has already initialized the resource").
+        """
         _register(self)
         try:
             self.etcd.start()
             with locked_state(self.state_file) as state:
                 state["etcd_process"] = {"pid": self.etcd.process.pid, "pid_start": process_start(self.etcd.process.pid)}
-                for index, server in enumerate(state["apiservers"]):
+                self._track(0, _spawn(state, 0, state["apiservers"][0]["release"]))
+            wait_ready(state, 0, timeout, self._processes[0])
+            with locked_state(self.state_file) as state:
+                for index, server in enumerate(state["apiservers"][1:], start=1):
                     self._track(index, _spawn(state, index, server["release"]))
             started = time.monotonic()
-            for index in range(len(state["apiservers"])):
+            for index in range(1, len(state["apiservers"])):
                 wait_ready(state, index, max(1.0, started + timeout - time.monotonic()), self._processes[index])
         except BaseException:
             self.stop_all()
