@@ -138,6 +138,32 @@ REMOVED_IN_132 = {"resourceclasses.resource.k8s.io", "podschedulingcontexts.reso
                   "clustercidrs.networking.k8s.io"}
 
 
+WIDGETS_ALPHA_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+    "metadata": {"name": "widgets.example.com"},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+             "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": SCHEMA}]},
+}
+
+
+def seed_128_readable_on_132(plane, namespace):
+    """Objects in 1.28 versions 1.32 no longer serves but still decodes (decodable is wider than served), and a CRD
+    stored as v1alpha1: none of them may be named by a gate."""
+    flow_spec = {"priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 5000}
+    create(plane, "/apis/flowcontrol.apiserver.k8s.io/v1beta3/flowschemas", {"metadata": {"name": "app"}, "spec": flow_spec})
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+    create(plane, "/apis/admissionregistration.k8s.io/v1alpha1/validatingadmissionpolicies",
+           {"metadata": {"name": "app"}, "spec": {"validations": [{"expression": "true"}],
+                                                   "matchConstraints": {"resourceRules": [rule]}}})
+    create(plane, "/apis/networking.k8s.io/v1alpha1/ipaddresses", {"metadata": {"name": "10.0.0.77"}, "spec": {
+        "parentRef": {"group": "", "resource": "services", "namespace": "default", "name": "app"}}})
+    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", WIDGETS_ALPHA_CRD)
+    wait_for(lambda: plane.request("GET", "/apis/example.com/v1alpha1/widgets")[0] == 200, "the widgets CRD to be served")
+    create(plane, f"/apis/example.com/v1alpha1/namespaces/{namespace}/widgets",
+           {"apiVersion": "example.com/v1alpha1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}})
+
+
 def seed_128_unreadable_on_132(plane, namespace="dra"):
     """Objects in 1.28's alpha versions that 1.32 cannot read or no longer has, and their keys in etcd."""
     create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}})
@@ -152,6 +178,7 @@ def seed_128_unreadable_on_132(plane, namespace="dra"):
     create(plane, f"{base}/podschedulingcontexts", {"metadata": {"name": "runner"}, "spec": {"selectedNode": "node-1"}})
     create(plane, "/apis/networking.k8s.io/v1alpha1/clustercidrs",
            {"metadata": {"name": "pods"}, "spec": {"perNodeHostBits": 8, "ipv4": "10.100.0.0/16"}})
+    seed_128_readable_on_132(plane, namespace)
     return {
         "resourceclaims.resource.k8s.io": [f"/registry/resource.k8s.io/resourceclaims/{namespace}/claim"],
         "resourceclaimtemplates.resource.k8s.io": [f"/registry/resource.k8s.io/resourceclaimtemplates/{namespace}/template"],
