@@ -153,9 +153,9 @@ def seed_128_readable_on_132(plane, namespace):
     flow_spec = {"priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 5000}
     create(plane, "/apis/flowcontrol.apiserver.k8s.io/v1beta3/flowschemas", {"metadata": {"name": "app"}, "spec": flow_spec})
     rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+    policy_spec = {"validations": [{"expression": "true"}], "matchConstraints": {"resourceRules": [rule]}}
     create(plane, "/apis/admissionregistration.k8s.io/v1alpha1/validatingadmissionpolicies",
-           {"metadata": {"name": "app"}, "spec": {"validations": [{"expression": "true"}],
-                                                   "matchConstraints": {"resourceRules": [rule]}}})
+           {"metadata": {"name": "app"}, "spec": policy_spec})
     create(plane, "/apis/networking.k8s.io/v1alpha1/ipaddresses", {"metadata": {"name": "10.0.0.77"}, "spec": {
         "parentRef": {"group": "", "resource": "services", "namespace": "default", "name": "app"}}})
     create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", WIDGETS_ALPHA_CRD)
@@ -183,6 +183,7 @@ def seed_128_unreadable_on_132(plane, namespace="dra"):
         "resourceclaims.resource.k8s.io": [f"/registry/resource.k8s.io/resourceclaims/{namespace}/claim"],
         "resourceclaimtemplates.resource.k8s.io": [f"/registry/resource.k8s.io/resourceclaimtemplates/{namespace}/template"],
     }
+
 
 # Where the 1.28 apiserver serves them (to follow a next step "delete them through the API").
 PATHS_128 = {

@@ -142,8 +142,8 @@ def test_builtin_resource_and_next_preflight_is_safe(plane, capsys):
     assert verdicts.get("configmaps") == "safe", check
 
 
-def test_a_migration_on_a_cluster_without_the_storagestate_crd_installs_it_and_records_current(control_plane_factory,
-                                                                                                capsys):
+def test_a_migration_on_a_cluster_without_the_storagestate_crd_installs_it_and_records_current(
+        control_plane_factory, capsys):
     """The migration is the one moment a record can say [current]: it is not skipped for want of the CRD."""
     plane = control_plane_factory(apiservers=2, releases="1.32", tls=True, seed="demo")
     assert _crd(plane, "storagestates.migration.k8s.io") is None

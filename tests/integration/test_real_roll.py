@@ -155,8 +155,8 @@ def test_mixed_releases_behind_one_url_are_found_by_the_identity_leases(real_pla
     assert len(unobserved) == 1 and "lists 2 apiservers" in unobserved[0]["reason"], found["blocking"]
 
 
-def test_following_the_next_steps_verbatim_clears_the_block_and_the_same_play_then_rolls(real_plane_factory,
-                                                                                        ansible_playbook, tmp_path):
+def test_following_the_next_steps_verbatim_clears_the_block_and_the_same_play_then_rolls(
+        real_plane_factory, ansible_playbook, tmp_path):
     plane = real_plane_factory(["1.28", "1.28"], encryption=True)
     seed_128_unreadable_on_132(plane)
     blocked = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.32")

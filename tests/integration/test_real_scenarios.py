@@ -48,8 +48,8 @@ def run_module(ansible_playbook, tmp_path, plane, name, module, args, timeout=90
     (the ansible-playbook run, the registered result as a dict)."""
     saved = tmp_path / f"{name}.json"
     play = [{"name": name, "hosts": "localhost", "connection": "local", "gather_facts": False,
-             "module_defaults": {"group/kubeupgrade.storage.storage": {"kubeconfig": str(plane.kubeconfig),
-                                                                      "endpoints": plane.endpoints}},
+             "module_defaults": {"group/kubeupgrade.storage.storage": {
+                 "kubeconfig": str(plane.kubeconfig), "endpoints": plane.endpoints}},
              "tasks": [{"name": f"Run {module}", f"kubeupgrade.storage.{module}": args, "register": "result",
                         "ignore_errors": True},
                        {"name": "Save the result", "ansible.builtin.copy": {"content": "{{ result | to_json }}",
@@ -178,8 +178,8 @@ def truth_through(plane, index, writer_index, groups):
     return failing, absent, readable
 
 
-def test_rollback_preflight_on_a_mixed_plane_names_what_the_older_binary_cannot_read(real_plane_factory, ansible_playbook,
-                                                                                    tmp_path):
+def test_rollback_preflight_on_a_mixed_plane_names_what_the_older_binary_cannot_read(
+        real_plane_factory, ansible_playbook, tmp_path):
     plane = real_plane_factory(["1.28", "1.28"], encryption=True)
     plane.restart(1, "1.32")
     seed_132_only(plane, index=1)
@@ -247,7 +247,7 @@ def test_readme_first_run_on_a_fresh_real_cluster(real_plane_factory, tmp_path):
     workdir.mkdir()
     write_inventory(plane, workdir)
     env = operator_env(workdir)
-    outputs, seconds = [], []
+    outputs, seconds, first, after_first = [], [], {}, {}
     for command in commands:
         started = time.monotonic()
         proc = subprocess.run(shlex.split(command), cwd=workdir, env=env, capture_output=True, text=True, timeout=900,
