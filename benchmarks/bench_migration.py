@@ -99,7 +99,7 @@ def bare_loop(state, concurrency):
     return done
 
 
-def migrator(state, concurrency, _method):
+def migrator(state, concurrency, _method, list_path=LIST_PATH):
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import client as client_mod
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mc
@@ -112,10 +112,12 @@ def migrator(state, concurrency, _method):
     class Namespaced(mc.ResourceTarget):
         @property
         def list_path(self):
-            return LIST_PATH
+            return list_path
 
     target = Namespaced(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "bench")
     progress = mc.ClientMigrator(api, target, mc.ClientOptions(chunk_size=500, concurrency=concurrency)).run()
+    if progress.failed:
+        raise RuntimeError(f"migrator: {progress.failed} objects failed: {progress.failures[:3]}")
     return progress.objects_migrated
 
 

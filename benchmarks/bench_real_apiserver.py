@@ -55,41 +55,15 @@ from pathlib import Path
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "collections"))
+sys.path.insert(0, HERE)
+
+import bench_migration  # noqa: E402  (the migrator run as in the simulator benchmark)
+from bench_migration import PeakRss  # noqa: E402  (peak RSS growth measured as there too)
 
 NAMESPACE = "bench"
 LIST_PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
 SEED_THREADS = 4
 FIELD_MANAGER = "kubeupgrade-bench"
-
-
-def _rss_kib():
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-
-
-class PeakRss:
-    """Samples RSS every 5 ms in a thread; reports the growth over the value at start."""
-
-    def __enter__(self):
-        self.start = _rss_kib()
-        self.peak = self.start
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self):
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, _rss_kib())
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss_kib())
-
-    @property
-    def growth_mib(self):
-        return (self.peak - self.start) / 1024.0
 
 
 # --- the bare loop: stdlib http.client, keep-alive, one connection per thread --------------------------------
@@ -171,25 +145,8 @@ def bare_loop(state, concurrency, method="put"):
 
 
 def module_migrator(state, concurrency):
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import client as client_mod
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mc
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
-
-    settings = ConnectionSettings.from_params(
-        {"host": state["endpoint"], "api_key": state["token"], "ca_cert": state["ca_file"]})
-    api = client_mod.ApiClient(settings, maxsize=concurrency + 2)
-
-    class Namespaced(mc.ResourceTarget):
-        @property
-        def list_path(self):
-            return LIST_PATH
-
-    target = Namespaced(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "bench")
-    progress = mc.ClientMigrator(api, target, mc.ClientOptions(chunk_size=500, concurrency=concurrency)).run()
-    if progress.failed:
-        raise RuntimeError(f"migrator: {progress.failed} objects failed: {progress.failures[:3]}")
-    return progress.objects_migrated
+    """The client backend's ClientMigrator for the bench namespace, as the simulator benchmark runs it."""
+    return bench_migration.migrator(state, concurrency, None, list_path=LIST_PATH)
 
 
 # --- ansible-playbook ---------------------------------------------------------------------------------------

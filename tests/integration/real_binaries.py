@@ -71,6 +71,17 @@ def create(plane, path, obj, index=0):
     return body
 
 
+def create_flow_schema_and_policy(plane, flowcontrol_version, admission_version):
+    """A FlowSchema and a ValidatingAdmissionPolicy named app, written in the given versions."""
+    flow_spec = {"priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 5000}
+    create(plane, f"/apis/flowcontrol.apiserver.k8s.io/{flowcontrol_version}/flowschemas",
+           {"metadata": {"name": "app"}, "spec": flow_spec})
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+    policy_spec = {"validations": [{"expression": "true"}], "matchConstraints": {"resourceRules": [rule]}}
+    create(plane, f"/apis/admissionregistration.k8s.io/{admission_version}/validatingadmissionpolicies",
+           {"metadata": {"name": "app"}, "spec": policy_spec})
+
+
 def seed_132(plane, namespace="app"):
     """Objects in the versions 1.32 stores: DRA, flowcontrol, admissionregistration, a CRD with two versions, core."""
     create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}})
@@ -79,12 +90,7 @@ def seed_132(plane, namespace="app"):
     create(plane, "/apis/resource.k8s.io/v1beta1/deviceclasses", {"metadata": {"name": "gpu"}, "spec": {}})
     create(plane, f"/apis/resource.k8s.io/v1beta1/namespaces/{namespace}/resourceclaims",
            {"metadata": {"name": "claim"}, "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu"}]}}})
-    flow_spec = {"priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 5000}
-    create(plane, "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas", {"metadata": {"name": "app"}, "spec": flow_spec})
-    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
-    policy_spec = {"validations": [{"expression": "true"}], "matchConstraints": {"resourceRules": [rule]}}
-    create(plane, "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
-           {"metadata": {"name": "app"}, "spec": policy_spec})
+    create_flow_schema_and_policy(plane, "v1", "v1")
     create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", GADGETS_CRD)
     wait_for(lambda: plane.request("GET", "/apis/example.com/v1/gadgets")[0] == 200, "the gadgets CRD to be served")
     create(plane, f"/apis/example.com/v1alpha1/namespaces/{namespace}/gadgets",
@@ -150,12 +156,7 @@ WIDGETS_ALPHA_CRD = {
 def seed_128_readable_on_132(plane, namespace):
     """Objects in 1.28 versions 1.32 no longer serves but still decodes (decodable is wider than served), and a CRD
     stored as v1alpha1: none of them may be named by a gate."""
-    flow_spec = {"priorityLevelConfiguration": {"name": "global-default"}, "matchingPrecedence": 5000}
-    create(plane, "/apis/flowcontrol.apiserver.k8s.io/v1beta3/flowschemas", {"metadata": {"name": "app"}, "spec": flow_spec})
-    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
-    policy_spec = {"validations": [{"expression": "true"}], "matchConstraints": {"resourceRules": [rule]}}
-    create(plane, "/apis/admissionregistration.k8s.io/v1alpha1/validatingadmissionpolicies",
-           {"metadata": {"name": "app"}, "spec": policy_spec})
+    create_flow_schema_and_policy(plane, "v1beta3", "v1alpha1")
     create(plane, "/apis/networking.k8s.io/v1alpha1/ipaddresses", {"metadata": {"name": "10.0.0.77"}, "spec": {
         "parentRef": {"group": "", "resource": "services", "namespace": "default", "name": "app"}}})
     create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", WIDGETS_ALPHA_CRD)

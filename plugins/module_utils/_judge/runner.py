@@ -179,7 +179,8 @@ def headline(blocking, judgement) -> str:
     """The cause first, on one line: what blocks (the first few by name) and what to do; the table follows."""
     if not blocking:
         return f"pre-flight passes: {judgement.worst}, nothing blocks ({len(judgement.resources)} resource(s) judged)."
-    shown = ", ".join(f"{b['subject']} ({b['verdict']})" for b in blocking[:5])
+    worst_first = sorted(blocking, key=lambda b: -VERDICT_ORDER.index(b["verdict"]) if b["verdict"] in VERDICT_ORDER else 0)
+    shown = ", ".join(f"{b['subject']} ({b['verdict']})" for b in worst_first[:5])
     more = f" and {len(blocking) - 5} more" if len(blocking) > 5 else ""
     return (f"pre-flight blocks on {len(blocking)} verdict(s) not established safe: {shown}{more}. Each one's reason and "
             "next step are in the table and the report; accept one by name only with a reason.")
