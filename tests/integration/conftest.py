@@ -114,13 +114,7 @@ def sim(tmp_path):
 @pytest.fixture
 def run(capsys):
     """``run(module, args, check_mode=False) -> (failed, result)``: a module in-process, as Ansible calls it."""
-    try:
-        from ansible.module_utils.testing import patch_module_args
-    except ImportError:  # ansible-core < 2.19
-        from unittest import mock
-
-        def patch_module_args(args=None):
-            return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
+    from ansible.module_utils.testing import patch_module_args  # ansible-core 2.19+, the oldest supported
 
     def call(module, args, check_mode=False):
         args = dict(args)

@@ -12,16 +12,7 @@ import threading
 import time
 
 import pytest
-
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    from unittest import mock
-
-    def patch_module_args(args=None):
-        return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS",
-                          json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
-
+from ansible.module_utils.testing import patch_module_args  # ansible-core 2.19+, the oldest supported
 from apisim.seeds import load_manifest
 
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration

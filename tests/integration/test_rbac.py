@@ -17,18 +17,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    from unittest import mock
-
-    def patch_module_args(args=None):
-        return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS",
-                          json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
-
 import rbac_recorder
 import real_cluster
+from ansible.module_utils.testing import patch_module_args  # ansible-core 2.19+, the oldest supported
 from apisim.seeds import load_manifest
 
 from ansible_collections.kubeupgrade.storage.plugins.modules import (

@@ -11,15 +11,7 @@ from __future__ import annotations
 import json
 
 import pytest
-
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    from unittest import mock
-
-    def patch_module_args(args=None):
-        return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS",
-                          json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
+from ansible.module_utils.testing import patch_module_args  # ansible-core 2.19+, the oldest supported
 
 pytestmark = pytest.mark.real_cluster
 

@@ -16,14 +16,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "module_utils"))
 
-try:
-    from ansible.module_utils.testing import patch_module_args
-except ImportError:  # ansible-core < 2.19
-    from unittest import mock
-
-    def patch_module_args(args=None):
-        return mock.patch("ansible.module_utils.basic._ANSIBLE_ARGS", json.dumps({"ANSIBLE_MODULE_ARGS": args or {}}).encode())
-
+from ansible.module_utils.testing import patch_module_args  # ansible-core 2.19+, the oldest supported
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
