@@ -24,7 +24,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_resource_names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.connection_args import connection_argument_spec
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 
 _SECRET_KUBECONFIG_KEYS = ("token", "password", "client-key-data", "client-certificate-data")
 # Keys Ansible gives a meaning to: a module's result never carries them as its own data.
@@ -97,7 +97,13 @@ class KubeUpgradeModule:
 
     def endpoint_clients(self) -> list:
         """One client per apiserver in ``endpoints`` (default: the connection's host), sharing one pool."""
-        urls = [u for u in (self.params.get("endpoints") or []) if u]
+        urls = list(self.params.get("endpoints") or [])
+        for index, url in enumerate(urls):
+            if not str(url or "").strip():
+                raise ConfigurationError(
+                    f"endpoints #{index + 1} is empty: give the URL of every apiserver of its own (never the load "
+                    "balancer's); an empty value is not replaced by the kubeconfig's server, which may be a load "
+                    "balancer that hides an apiserver. Leave endpoints out to check the connection's host alone.")
         seen = []
         for url in urls:
             url = check_url("endpoints", url)

@@ -71,6 +71,8 @@ CONNECTION_CASES = [
     ("proxy-bad-port", {"proxy": "http://proxy.example.com:99999"}, ["'proxy'", "proxy URL"]),
     ("host-no-scheme", {"host": "10.0.0.10:6443"}, ["'host'", "apiserver URL"]),
     ("endpoint-no-scheme", {"endpoints": ["10.0.0.11:6443"]}, ["'endpoints'", "10.0.0.11:6443"]),
+    ("endpoint-empty", {"endpoints": [""]}, ["endpoints #1 is empty", "not replaced by the kubeconfig's server"]),
+    ("endpoint-blank-second", {"endpoints": ["https://10.0.0.11:6443", " "]}, ["endpoints #2 is empty"]),
     ("kubeconfig-clusters-int", without_host(kubeconfig={"clusters": 5}), ["'kubeconfig' mapping", "'clusters' must be a list"]),
     ("kubeconfig-users-str", without_host(kubeconfig={**kubeconfig_doc(), "users": "admin"}), ["'kubeconfig' mapping", "'users'"]),
     ("kubeconfig-bad-server", without_host(kubeconfig=kubeconfig_doc("10.0.0.10:6443")), ["cluster server in the 'kubeconfig' mapping"]),
