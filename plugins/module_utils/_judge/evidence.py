@@ -109,10 +109,10 @@ def gather_current(ev: Evidence, observation, profiles, target, ignore) -> None:
             continue
         if observed.storage_hash:
             ev.current_hashes.append(observed.storage_hash)
+            ev.current_versions[ep.endpoint] = lookup(observed.storage_hash, observed, profiles, observation, target)
             if target.release is not None and ep.release == target.release.release:
                 ev.staying_hashes.append(observed.storage_hash)
                 ev.staying_versions.add(ev.current_versions[ep.endpoint])
-            ev.current_versions[ep.endpoint] = lookup(observed.storage_hash, observed, profiles, observation, target)
     if serving:
         ev.resource = serving[0].resources[ev.name]
 
