@@ -27,15 +27,23 @@ def _state(endpoint) -> str:
     return f"release {endpoint.release or '?'}, {'ready' if endpoint.ready else 'NOT ready'}"
 
 
-def position(endpoints, order: List[str], upgrading: str, target_release: Optional[str]) -> dict:
-    """``{endpoint, release, ready, done, pending_before, msg}`` for the apiserver ``upgrading`` in ``order``."""
+def check_options(order: List[str], upgrading: Optional[str], target_release: Optional[str]) -> None:
+    """The roll options, before any request: the host about to be touched is one of the roll, against a release."""
+    if not upgrading:
+        return
     if not target_release:
         raise ConfigurationError("upgrading needs target_release: a roll is judged against the release it upgrades to")
     order = [url.rstrip("/") for url in order or []]
+    if upgrading.rstrip("/") not in order:
+        raise ConfigurationError(f"upgrading: {upgrading} is not in upgrade_order ({', '.join(order) or 'empty'}): give "
+                                 "the endpoints of every host of the roll, in the order they are upgraded")
+
+
+def position(endpoints, order: List[str], upgrading: str, target_release: Optional[str]) -> dict:
+    """``{endpoint, release, ready, done, pending_before, msg}`` for the apiserver ``upgrading`` in ``order``."""
+    check_options(order, upgrading, target_release)
+    order = [url.rstrip("/") for url in order or []]
     upgrading = upgrading.rstrip("/")
-    if upgrading not in order:
-        raise ConfigurationError(f"upgrading: {upgrading} is not in upgrade_order ({', '.join(order) or 'empty'}): give the "
-                                 "endpoints of every host of the roll, in the order they are upgraded")
     by_url = {ep.endpoint.rstrip("/"): ep for ep in endpoints}
     missing = [url for url in order if url not in by_url]
     if missing:

@@ -38,11 +38,7 @@ CLUSTER_READS = ("crds", "storage_states", "storage_versions", "leases")
 
 def validate(params) -> None:
     """Every option checked before any request."""
-    if params.get("upgrading") and not params.get("target_release"):
-        raise ConfigurationError("upgrading needs target_release: a roll is judged against the release it upgrades to")
-    if params.get("upgrading") and params["upgrading"].rstrip("/") not in [u.rstrip("/") for u in params.get("upgrade_order") or []]:
-        raise ConfigurationError(f"upgrading: {params['upgrading']} is not in upgrade_order: give the endpoints of every "
-                                 "host of the roll, in the order they are upgraded")
+    roll.check_options(params.get("upgrade_order") or [], params.get("upgrading"), params.get("target_release"))
     if not (params.get("target_release") or params.get("target_endpoint") or params.get("target_crds")):
         raise ConfigurationError("Nothing to check against: give target_release (for example \"1.34\", quoted), "
                                  "target_endpoint, and/or target_crds.")

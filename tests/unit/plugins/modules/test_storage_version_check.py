@@ -83,3 +83,19 @@ def test_disagreeing_resources_are_returned_as_the_agreement_gate_sees_them(run_
     assert not failed
     assert [d["resource"] for d in result["disagreeing"]] == ["deployments.apps"], result["disagreeing"]
     assert set(result["disagreeing"][0]["storage_versions"]) == set(ENDPOINTS)
+
+
+def test_a_roll_position_outside_the_order_is_refused_before_any_request(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "target_release": "1.33", "upgrade_order": ENDPOINTS[:2],
+                                         "upgrading": ENDPOINTS[2]})
+    assert failed and "upgrading" in result["msg"] and "not in upgrade_order" in result["msg"]
+    assert fake_cluster.log == []
+
+
+def test_the_roll_position_says_which_earlier_host_is_not_done(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "target_release": "1.33", "fail_on": [],
+                                         "upgrade_order": ENDPOINTS, "upgrading": ENDPOINTS[1]})
+    assert not failed, result["msg"]
+    # every fake apiserver runs 1.32: the first host of the roll is not on 1.33, so the second must not be touched
+    assert result["roll"]["pending_before"] == [ENDPOINTS[0]] and not result["roll"]["done"]
+    assert result["roll"]["msg"].startswith(f"not touching {ENDPOINTS[1]}")
