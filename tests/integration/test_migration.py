@@ -283,8 +283,9 @@ def test_intree_nonexistent_resource_stalls_with_a_reason(plane, capsys):
 def test_gate_refuses_to_start_while_endpoints_disagree(control_plane_factory, capsys):
     plane = control_plane_factory(apiservers=3, releases=["1.32", "1.32", "1.31"], tls=True)
     failed, result = run(plane, capsys, resources=[LEASECANDIDATES], backend="client")
-    assert failed and "do not agree" in result["msg"], result
+    assert failed and "apiservers did not agree" in result["msg"], result
     assert plane.endpoints[2] in result["msg"]
+    assert "Finish or roll back the upgrade of the disagreeing apiservers" in result["msg"]  # 1.31 beside 1.32
 
 
 def _candidate(i):

@@ -122,8 +122,8 @@ def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.mono
         agreement, observation = timeout.last
         ignore = observation.aggregated_group_versions() | set(wait.accepted)
         raise DisagreementError(
-            f"{_headline(agreement)} within {wait.timeout:g}s ({timeout.polls} poll(s), {wait.polls} consecutive agreeing "
-            f"poll(s) required): {describe(agreement, observation)}. {_next_step(agreement, observation, ignore)}",
+            f"{headline(agreement)} within {wait.timeout:g}s ({timeout.polls} poll(s), {wait.polls} consecutive agreeing "
+            f"poll(s) required): {describe(agreement, observation)}. {next_step(agreement, observation, ignore)}",
             details={"polls_observed": timeout.polls, "hashes": agreement.hashes,
                      "disagreeing": disagreeing_names(agreement), "unready": list(agreement.unready),
                      "unreachable": list(agreement.unreachable), "failed_group_versions": _failed(observation, ignore),
@@ -148,14 +148,32 @@ def _failed(observation, ignore) -> Dict[str, List[str]]:
     return failed
 
 
-def _headline(agreement) -> str:
+def headline(agreement) -> str:
     """Say what failed: an apiserver or a discovery that cannot be read is not a disagreement about storage versions."""
     if (agreement.unreachable or agreement.incomplete) and not (agreement.disagreeing or agreement.missing):
         return "agreement could not be established"
     return "apiservers did not agree"
 
 
-def _next_step(agreement, observation, ignore) -> str:
+def _unreachable_step(agreement, observation) -> str:
+    """An apiserver that refused the credentials is not one to make reachable: say which fix each one needs."""
+    status = {ep.endpoint: ep.status for ep in observation.endpoints}
+    rejected = [url for url in agreement.unreachable if status.get(url) == 401]
+    refused = [url for url in agreement.unreachable if status.get(url) == 403]
+    other = [url for url in agreement.unreachable if url not in rejected + refused]
+    steps = []
+    if rejected:
+        steps.append(f"Fix the credentials used for {', '.join(rejected)} (the token, kubeconfig user or client certificate "
+                     "was rejected: HTTP 401)")
+    if refused:
+        steps.append(f"Grant the user discovery on {', '.join(refused)} (HTTP 403: a ClusterRole with nonResourceURLs "
+                     "/api, /api/*, /apis, /apis/*, /version, /readyz and verb get)")
+    if other:
+        steps.append(f"Make {', '.join(other)} reachable (or remove an apiserver that no longer exists from the endpoints)")
+    return "; ".join(steps)
+
+
+def next_step(agreement, observation, ignore) -> str:
     """The step that clears what was seen: a failed discovery is not an upgrade to finish."""
     steps = []
     failed = _failed(observation, ignore)
@@ -165,7 +183,7 @@ def _next_step(agreement, observation, ignore) -> str:
                      f"or, if it stores nothing in this etcd (an APIService without a backend), accept it by name "
                      f"(accept: {{\"{sorted(failed)[0]}\": \"<reason>\"}}; kubeupgrade_accept in the playbooks)")
     if agreement.unreachable:
-        steps.append("Make every apiserver reachable (or remove one that no longer exists from the endpoints)")
+        steps.append(_unreachable_step(agreement, observation))
     if agreement.disagreeing or agreement.missing:
         releases = sorted({ep.release for ep in observation.endpoints if ep.reachable and ep.release})
         steps.append("Finish or roll back the upgrade of the disagreeing apiservers" if len(releases) > 1 else

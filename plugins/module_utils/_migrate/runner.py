@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import compare
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import headline, next_step
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import Target
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crds
@@ -178,9 +179,8 @@ def _require_agreement(selected: List[str], observation, current) -> None:
         agreement = compare(observation.endpoints, [name], require_ready=True, ignore=ignore)
         if not agreement.agreed or not current.get(name) or name in agreement.disagreeing:
             raise DisagreementError(
-                f"Not starting the migration of {name}: the apiservers do not agree "
-                f"({plan.describe_disagreement(name, agreement)}). Wait until every apiserver runs the same release "
-                "(storage_version_agreement), then re-run.",
+                f"Not starting the migration of {name}: {headline(agreement)} "
+                f"({plan.describe_disagreement(name, agreement)}). {next_step(agreement, observation, ignore)}",
                 details={"resource": name, "hashes": agreement.hashes.get(name) or {},
                          "unreachable": agreement.unreachable, "unready": agreement.unready})
 

@@ -105,7 +105,9 @@ def test_gate_refuses_to_start_when_endpoints_disagree(run_module, fake_cluster)
             item["storageVersionHash"] = "zzzzzzzzzzz="
     fake_cluster.routes[ENDPOINTS[2]]["/apis/apps/v1"] = (200, doc)
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployments.apps"], "backend": "client"})
-    assert failed and "do not agree" in result["msg"]
+    assert failed and "apiservers did not agree" in result["msg"]
+    # one release everywhere: not an upgrade to finish, but flags that differ
+    assert "yet disagree: give them the same --runtime-config" in result["msg"], result["msg"]
     assert f"{ENDPOINTS[2]}=zzzzzzzzzzz=" in result["msg"] and f"{ENDPOINTS[0]}=8aSe+NMegvE=" in result["msg"]
     assert fake_cluster.writes() == []
 
@@ -124,3 +126,13 @@ def test_from_check_without_a_known_release_fails_clearly(run_module, fake_clust
     failed, result = run_module(module, {**BASE_ARGS, "select": "from_check", "target_release": "0.1"},
                                 check_mode=True)
     assert failed and "no release profile" in result["msg"]
+
+
+def test_rejected_credentials_are_not_reported_as_a_disagreement(run_module, fake_cluster):
+    status = {"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401, "message": "Unauthorized"}
+    for path in ("/version", "/api", "/apis", "/readyz"):
+        fake_cluster.routes[ENDPOINTS[1]][path] = (401, status)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployments.apps"], "backend": "client"})
+    assert failed and "agreement could not be established" in result["msg"], result["msg"]
+    assert f"Fix the credentials used for {ENDPOINTS[1]}" in result["msg"]
+    assert "did not agree" not in result["msg"] and fake_cluster.writes() == []

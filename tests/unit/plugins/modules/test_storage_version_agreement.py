@@ -66,3 +66,13 @@ def test_an_accepted_failed_discovery_does_not_stop_agreement(run_module, fake_c
 def test_an_accept_without_a_reason_is_refused_before_any_request(run_module, fake_cluster):
     failed, result = run_module(module, {**BASE_ARGS, "accept": {"dangling.example.com/v1": ""}})
     assert failed and "needs a reason" in result["msg"]
+
+
+def test_rejected_credentials_are_named_as_such_not_as_an_apiserver_to_make_reachable(run_module, fake_cluster):
+    status = {"kind": "Status", "status": "Failure", "reason": "Unauthorized", "code": 401, "message": "Unauthorized"}
+    for path in ("/version", "/api", "/apis", "/readyz"):
+        fake_cluster.routes[ENDPOINTS[1]][path] = (401, status)
+    failed, result = run_module(module, {**BASE_ARGS, "interval": 0, "timeout": 0})
+    assert failed and result["msg"].startswith("agreement could not be established"), result["msg"]
+    assert f"Fix the credentials used for {ENDPOINTS[1]}" in result["msg"] and "HTTP 401" in result["msg"]
+    assert f"Make {ENDPOINTS[1]} reachable" not in result["msg"], "a rejected credential is not an unreachable apiserver"
