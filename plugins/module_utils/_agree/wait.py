@@ -126,7 +126,7 @@ def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.mono
             f"poll(s) required): {describe(agreement, observation)}. {next_step(agreement, observation, ignore)}",
             details={"polls_observed": timeout.polls, "hashes": agreement.hashes,
                      "disagreeing": disagreeing_names(agreement), "unready": list(agreement.unready),
-                     "unreachable": list(agreement.unreachable), "failed_group_versions": _failed(observation, ignore),
+                     "unreachable": list(agreement.unreachable), "failed_group_versions": observation.failed_group_versions(ignore),
                      "waiting_helps": waiting_helps(agreement)}) from None
     return agreement, len(seen)
 
@@ -136,16 +136,6 @@ def waiting_helps(agreement) -> bool:
     whose discovery kept failing for a whole wait (an APIService without a backend) does not heal by itself."""
     return bool(agreement.disagreeing or agreement.missing or agreement.unready or agreement.unreachable
                 or not agreement.incomplete)
-
-
-def _failed(observation, ignore) -> Dict[str, List[str]]:
-    """Failed group/version -> the apiservers it failed on (aggregated and accepted ones left out)."""
-    failed: Dict[str, List[str]] = {}
-    for ep in observation.endpoints:
-        for gv in ep.failed_groups if ep.reachable else ():
-            if gv not in ignore:
-                failed.setdefault(gv, []).append(ep.endpoint)
-    return failed
 
 
 def headline(agreement) -> str:
@@ -176,7 +166,7 @@ def _unreachable_step(agreement, observation) -> str:
 def next_step(agreement, observation, ignore) -> str:
     """The step that clears what was seen: a failed discovery is not an upgrade to finish."""
     steps = []
-    failed = _failed(observation, ignore)
+    failed = observation.failed_group_versions(ignore)
     if failed:
         shown = ", ".join(sorted(failed))
         steps.append(f"Make the discovery of {shown} answer on every apiserver (kubectl get --raw /apis/<group/version>), "

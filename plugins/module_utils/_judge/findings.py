@@ -9,7 +9,7 @@ objects live in the aggregated server's own storage, not in this etcd.
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import UNKNOWN, Finding
 
@@ -41,20 +41,11 @@ def endpoint_findings(observation) -> List[Finding]:
     return found
 
 
-def _failed_group_versions(observation) -> Dict[str, List[str]]:
-    failed: Dict[str, List[str]] = {}
-    for ep in observation.endpoints:
-        if ep.reachable:
-            for gv in ep.failed_groups:
-                failed.setdefault(gv, []).append(ep.endpoint)
-    return failed
-
-
 def group_findings(observation) -> List[Finding]:
     """One finding per failed group/version that is not an aggregated API: its resources cannot be judged."""
     aggregated = observation.aggregated_group_versions()
     found = []
-    for gv, endpoints in sorted(_failed_group_versions(observation).items()):
+    for gv, endpoints in sorted(observation.failed_group_versions().items()):
         if gv in aggregated:
             continue
         unsure = "" if observation.api_services_read else (
@@ -71,7 +62,7 @@ def group_findings(observation) -> List[Finding]:
 
 def not_stored(observation) -> List[dict]:
     """Aggregated group/versions, healthy or not: reported, never judged, migrated or blocking."""
-    failed = _failed_group_versions(observation)
+    failed = observation.failed_group_versions()
     items = []
     for gv, service in sorted(observation.api_services.items()):
         if not service.aggregated:

@@ -187,6 +187,16 @@ class Observation:
     api_services_read: bool = False  # False: whether a failed group is aggregated cannot be told
     warnings: List[str] = field(default_factory=list)
 
+    def failed_group_versions(self, ignore=()) -> Dict[str, List[str]]:
+        """Each group/version whose discovery failed on a reachable apiserver, with those apiservers (``ignore`` left
+        out): what the judge reports as findings and the agreement gate names."""
+        failed: Dict[str, List[str]] = {}
+        for ep in self.endpoints:
+            for gv in ep.failed_groups if ep.reachable else ():
+                if gv not in ignore:
+                    failed.setdefault(gv, []).append(ep.endpoint)
+        return failed
+
     def aggregated_group_versions(self) -> set:
         """Group/versions served by aggregated APIServices: their objects are not in this etcd."""
         return {gv for gv, svc in self.api_services.items() if svc.aggregated}
