@@ -152,12 +152,14 @@ PYEOF
     return $failed
 }
 
-# What failed in a step, from its log: pytest's FAILED/ERROR lines and closing line, or the log's end.
+# What failed in a step, from its log: pytest's FAILED/ERROR lines, where they were raised and its closing line, or the log's end.
 failure_excerpt() {
     local step=$1 log="$OUT/$1.log"
     echo "--- $step failed; its whole output: tests/output/$step.log"
     if grep -qE '^(FAILED|ERROR) ' "$log"; then
         grep -E '^(FAILED|ERROR) ' "$log" | cut -c1-400 | head -40
+        # where each failure was raised: pytest's "path.py:LINE: ErrorType" lines
+        grep -E '^[^ ]+\.py:[0-9]+: [A-Za-z]+' "$log" | cut -c1-200 | head -20
         grep -E "$SUMMARY_RE" "$log" | tail -1
     else
         tail -25 "$log"

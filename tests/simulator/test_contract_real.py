@@ -402,7 +402,7 @@ def _put_retrying(api, path, change):
 
 
 def established(api, path):
-    conditions = api.ok("GET", path)["status"].get("conditions", [])
+    conditions = api.ok("GET", path).get("status", {}).get("conditions") or []
     return any(condition["type"] == "Established" and condition["status"] == "True" for condition in conditions)
 
 
@@ -411,7 +411,8 @@ def discovered_hash(api, path, resource):
     status, _headers, document = api("GET", path)
     if status != 200:
         return None
-    return next((r.get("storageVersionHash") for r in document["resources"] if r["name"] == resource), None)
+    # A group/version document being rebuilt after a CRD update can say "resources": null (Go's nil slice).
+    return next((r.get("storageVersionHash") for r in document.get("resources") or [] if r["name"] == resource), None)
 
 
 @on_both()
