@@ -6,7 +6,7 @@ port) through urllib3, the HTTP stack the collection already ships with, instead
 or ``etcd3gw`` (which adds a dependency tree for the one call needed). Each page asks for at most
 ``page_size`` keys in ``[key, range_end)``, continues from the last key + ``\\x00``, and pins the
 revision of the first page, so the whole scan is one consistent snapshot that never blocks writers.
-Only range requests are ever sent: nothing here can write to etcd.
+Only range and status requests are ever sent: nothing here can write to etcd.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ except ImportError:  # pragma: no cover - urllib3 comes with the kubernetes pack
     HAS_URLLIB3 = False
 
 RANGE_PATH = "/v3/kv/range"
+STATUS_PATH = "/v3/maintenance/status"  # read-only: the member's database size and revision
 
 
 class EtcdError(KubeUpgradeError):
@@ -50,11 +51,12 @@ class EtcdSettings:
 
 @dataclass
 class ScanOptions:
-    """``pages_per_second`` 0 = no throttle."""
+    """``pages_per_second`` 0 = no throttle; ``keys_only`` yields empty values (etcd sends no values)."""
 
     prefix: str = "/registry/"
     page_size: int = 500
     pages_per_second: float = 0.0
+    keys_only: bool = False
     sleep: Callable[[float], None] = field(default=time.sleep)
     clock: Callable[[], float] = field(default=time.monotonic)
 
@@ -97,9 +99,9 @@ class EtcdReader:
         if not settings.validate_certs:
             urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
 
-    def _post(self, endpoint: str, body: dict) -> dict:
+    def _post(self, endpoint: str, body: dict, path: str = RANGE_PATH) -> dict:
         try:
-            response = self._pool.request("POST", endpoint + RANGE_PATH, body=json.dumps(body).encode(),
+            response = self._pool.request("POST", endpoint + path, body=json.dumps(body).encode(),
                                           headers={"Content-Type": "application/json"}, preload_content=True)
         except urllib3.exceptions.HTTPError as error:
             raise _transport_error(endpoint, error, self.settings, mid_scan=self.pages > 0) from None
@@ -112,11 +114,17 @@ class EtcdReader:
                                 details=error.details) from None
             raise
 
-    def _first_page(self, body: dict) -> dict:
+    def db_size(self) -> Optional[int]:
+        """The size in bytes of the first answering member's database (what a copy of it needs), None if not said."""
+        status = self._first_page({}, STATUS_PATH)
+        size = status.get("dbSize")
+        return int(size) if size is not None else None
+
+    def _first_page(self, body: dict, path: str = RANGE_PATH) -> dict:
         failures = []
         for endpoint in self.settings.endpoints:
             try:
-                page = self._post(endpoint, body)
+                page = self._post(endpoint, body, path)
             except EtcdError as error:
                 failures.append(error)
                 continue
@@ -135,6 +143,8 @@ class EtcdReader:
         """
         prefix = options.prefix.encode("utf-8")
         body = {"key": _b64(prefix), "range_end": _b64(prefix_range_end(prefix)), "limit": options.page_size}
+        if options.keys_only:
+            body["keys_only"] = True
         throttle = _Throttle(options)
         page = self._first_page(body)
         self.revision = int(page.get("header", {}).get("revision", 0))

@@ -52,7 +52,8 @@ def _check_file(option: str, path: Optional[str]) -> Optional[str]:
     return path
 
 
-def _settings(params: dict) -> EtcdSettings:
+def etcd_settings(params: dict) -> EtcdSettings:
+    """The etcd connection options checked (shared by the audit and the rehearsal)."""
     endpoints = _check_endpoints(params.get("etcd_endpoints"))
     settings = EtcdSettings(endpoints=endpoints, validate_certs=params.get("etcd_validate_certs", True),
                             ca_cert=_check_file("etcd_ca_cert", params.get("etcd_ca_cert")),
@@ -66,7 +67,7 @@ def _settings(params: dict) -> EtcdSettings:
     return settings
 
 
-def _scan_options(params: dict) -> ScanOptions:
+def scan_options(params: dict) -> ScanOptions:
     page_size = 500 if params.get("page_size") is None else params["page_size"]
     if not 1 <= page_size <= MAX_PAGE_SIZE:
         raise ConfigurationError(f"page_size must be between 1 and {MAX_PAGE_SIZE}, got {page_size}")
@@ -121,7 +122,7 @@ def build_request(params: dict) -> AuditRequest:
     resources = params.get("resources") or None
     options = model.AuditOptions(names_limit=names_limit, readable=_readable(params),
                                  resources=set(resources) if resources else None)
-    return AuditRequest(_settings(params), _scan_options(params), options, _encryption_keys(params.get("encryption_config")))
+    return AuditRequest(etcd_settings(params), scan_options(params), options, _encryption_keys(params.get("encryption_config")))
 
 
 def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:

@@ -1,0 +1,180 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Read every stored object through the rehearsed apiserver: the measurement itself.
+
+Per resource with stored keys: one paged metadata LIST (the apiserver decodes every object to
+answer it). Where the LIST fails with a 500 (an object it cannot decode or decrypt), each stored
+key of the resource is read with a GET to name exactly the objects that fail. Keys of resources the
+target does not serve are the removed ones. Names are bounded by ``names_limit``; counts are exact.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterator, List, Set, Tuple
+from urllib.parse import quote
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.model import ResourceRead
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable
+
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json"
+PAGE = 500
+
+
+@dataclass
+class StoredKeys:
+    """What the copy holds per resource, from one keys-only scan: counts and the key prefixes (not the keys)."""
+
+    counts: Dict[str, int] = field(default_factory=dict)
+    prefixes: Dict[str, Set[str]] = field(default_factory=dict)  # resource -> key prefixes its objects live under
+    outside_layout: int = 0
+    keys: int = 0
+
+
+def stored_keys(pairs: Iterator[Tuple[bytes, bytes]], prefix: str) -> StoredKeys:
+    """Fold the copy's keys by resource (the audit's key layout)."""
+    found = StoredKeys()
+    for key, _value in pairs:
+        found.keys += 1
+        text = key.decode("utf-8", "replace")
+        info = keys_mod.classify_key(text, prefix)
+        if info.kind == keys_mod.OUTSIDE:
+            found.outside_layout += 1
+        if info.kind != keys_mod.OBJECT:
+            continue
+        name = info.resource_name
+        found.counts[name] = found.counts.get(name, 0) + 1
+        tail = f"{info.namespace}/{info.name}" if info.namespace else info.name
+        found.prefixes.setdefault(name, set()).add(text[:len(text) - len(tail)])
+    return found
+
+
+def objects_under(etcd_url: str, prefixes: Set[str], prefix: str) -> Iterator[keys_mod.KeyInfo]:
+    """Every object key of the scratch copy under ``prefixes`` (keys only), as KeyInfo."""
+    reader = EtcdReader(EtcdSettings(endpoints=[etcd_url]))
+    for base in sorted(prefixes):
+        for key, _value in EtcdReader(reader.settings).scan(ScanOptions(prefix=base, page_size=1000, keys_only=True)):
+            info = keys_mod.classify_key(key.decode("utf-8", "replace"), prefix)
+            if info.kind == keys_mod.OBJECT:
+                yield info
+
+
+def _label(info: keys_mod.KeyInfo) -> str:
+    return f"{info.namespace}/{info.name}" if info.namespace else info.name
+
+
+@dataclass
+class Served:
+    """What the target serves: resource name -> (group, version, namespaced); group/versions whose discovery failed."""
+
+    resources: Dict[str, Tuple[str, str, bool]] = field(default_factory=dict)
+    failed: Dict[str, str] = field(default_factory=dict)  # group/version -> error
+
+
+def discover(client) -> Served:
+    """The target's listable resources, through its preferred version where it serves them there."""
+    served = Served()
+    documents = [("", "v1")]
+    for group in client.get(paths.GROUP_DISCOVERY).get("groups") or []:
+        preferred = (group.get("preferredVersion") or {}).get("version")
+        versions = [v.get("version") for v in group.get("versions") or []]
+        documents += [(group.get("name", ""), v) for v in sorted(versions, key=lambda v: v != preferred)]
+    for group, version in documents:
+        try:
+            document = client.get(paths.group_version(group, version))
+        except ApiError as error:
+            served.failed[f"{group}/{version}".lstrip("/")] = str(error)
+            continue
+        for resource in document.get("resources") or []:
+            plural = resource.get("name", "")
+            if "/" in plural or "list" not in (resource.get("verbs") or []):
+                continue
+            name = f"{plural}.{group}" if group else plural
+            served.resources.setdefault(name, (group, version, bool(resource.get("namespaced"))))
+    return served
+
+
+def wait_for_custom_resources(client, stored: StoredKeys, timeout: float, sleep=time.sleep, clock=time.monotonic) -> Served:
+    """Discovery, again until every stored resource whose CRD is in the copy is served (CRDs establish after ready)."""
+    deadline = clock() + timeout
+    while True:
+        served = discover(client)
+        pending = [name for name in stored.counts if name not in served.resources and "." in name
+                   and client.get_or_none(paths.crd(name)) is not None]
+        if not pending or clock() >= deadline:
+            return served
+        sleep(0.5)
+
+
+def _count_list(client, path: str) -> int:
+    count, token = 0, None
+    while True:
+        query = {"limit": PAGE}
+        if token:
+            query["continue"] = token
+        page = client.get(path, query=query, accept=METADATA_LIST)
+        count += len(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return count
+
+
+def _read_one_by_one(client, read: ResourceRead, served, objects: Iterator[keys_mod.KeyInfo], names_limit: int) -> None:
+    group, version, _namespaced = served
+    read.objects_read = 0
+    for info in objects:
+        path = paths.resource_collection(group, version, info.resource, info.namespace) + "/" + quote(info.name, safe="")
+        try:
+            client.get(path, accept=METADATA_LIST.split(",")[-1])
+            read.objects_read += 1
+        except EndpointUnreachable:
+            raise
+        except ApiError as error:
+            if error.status == 404:
+                continue  # deleted since the copy (by the target's own controllers): nothing to decode
+            if error.status >= 500:
+                read.undecodable += 1
+                if names_limit < 0 or len(read.undecodable_names) < names_limit:
+                    read.undecodable_names.append(_label(info))
+                message = (error.api_message or str(error))[:300]
+                if message not in read.decode_errors and len(read.decode_errors) < 5:
+                    read.decode_errors.append(message)
+            else:
+                read.error = str(error)[:400]
+                return
+
+
+def read_all(client, stored: StoredKeys, served: Served, objects_of: Callable[[str], Iterator[keys_mod.KeyInfo]],
+             names_limit: int) -> List[ResourceRead]:
+    """One ResourceRead per stored resource: LIST it through the target, or name what fails one by one."""
+    reads = []
+    for name in sorted(stored.counts):
+        read = ResourceRead(resource=name, keys=stored.counts[name])
+        reads.append(read)
+        where = served.resources.get(name)
+        group = name.split(".", 1)[1] if "." in name else ""
+        failed = [gv for gv in served.failed if (gv.rsplit("/", 1)[0] if "/" in gv else "") == group]
+        if where is None and failed:
+            read.served = True
+            read.error = f"discovery of {', '.join(failed)} failed on the target: {served.failed[failed[0]][:300]}"
+            continue
+        if where is None:
+            limit = None if names_limit < 0 else names_limit
+            read.removed_names = [_label(info) for info in itertools.islice(objects_of(name), limit)]
+            continue
+        read.served, read.served_as = True, f"{where[0]}/{where[1]}".lstrip("/")
+        plural = name.split(".", 1)[0]
+        try:
+            read.objects_read = _count_list(client, paths.resource_collection(where[0], where[1], plural))
+        except EndpointUnreachable:
+            raise
+        except ApiError as error:
+            if error.status < 500:
+                read.error = str(error)[:400]
+                continue
+            _read_one_by_one(client, read, where, objects_of(name), names_limit)
+    return reads

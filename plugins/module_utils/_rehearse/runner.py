@@ -1,0 +1,318 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What ``storage_rehearsal`` calls: check every input, copy etcd, start the target on the copy, read, tear down."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import model, reader, scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError
+
+try:
+    import yaml
+
+    HAS_YAML = True
+except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
+    HAS_YAML = False
+
+DEFAULT_FAIL_ON = [UNSAFE, REMOVED, UNKNOWN]
+# Flag option -> kube-apiserver flag; an option given overrides the manifest, "" drops the flag.
+FLAG_OPTIONS = {"encryption_config": "encryption-provider-config", "runtime_config": "runtime-config",
+                "feature_gates": "feature-gates", "etcd_prefix": "etcd-prefix", "storage_media_type": "storage-media-type",
+                "service_cluster_ip_range": "service-cluster-ip-range"}
+_VERSION = re.compile(r"Kubernetes (v(\d+)\.(\d+)\.\d+\S*)")
+MIB = 1 << 20
+
+
+@dataclass
+class Plan:
+    """Everything resolved before anything starts."""
+
+    binary: str
+    git_version: str
+    etcd_binary: str
+    flags: Dict[str, str]
+    prefix: str
+    work_dir: str
+    snapshot: Optional[str] = None
+    etcd: Optional[EtcdSettings] = None
+    scan: Optional[ScanOptions] = None
+    restore_tool: Optional[str] = None
+    start_timeout: float = 120.0
+    names_limit: int = 20
+    fail_on: list = field(default_factory=lambda: list(DEFAULT_FAIL_ON))
+
+
+def _executable(option: str, path: Optional[str], what: str) -> str:
+    if not path:
+        raise ConfigurationError(f"{option}: no {what} was given or found in PATH; give its path")
+    if not os.path.isfile(path):
+        raise ConfigurationError(f"{option}: {path} does not exist (give the path of the {what})")
+    if not os.access(path, os.X_OK):
+        raise ConfigurationError(f"{option}: {path} is not executable (chmod +x it, or give another path)")
+    return path
+
+
+def binary_version(path: str) -> str:
+    """``vX.Y.Z`` as the binary itself reports it; a ConfigurationError when it is not a kube-apiserver."""
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, timeout=30, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ConfigurationError(f"apiserver_binary: {path} could not be run ({type(error).__name__}: {error})") from None
+    match = _VERSION.search(done.stdout.decode("utf-8", "replace"))
+    if done.returncode != 0 or not match:
+        raise ConfigurationError(f"apiserver_binary: {path} is not a kube-apiserver (`{os.path.basename(path)} --version` "
+                                 "did not print `Kubernetes vX.Y.Z`); give the target release's kube-apiserver binary")
+    return match.group(1)
+
+
+def _manifest_flags(params: dict) -> Dict[str, str]:
+    path = params.get("apiserver_manifest")
+    explicit = path is not None
+    path = path if explicit else model.MANIFEST
+    if not path or not os.path.exists(path):
+        if explicit and path:
+            raise ConfigurationError(f"apiserver_manifest: {path} does not exist (the kube-apiserver static pod manifest; "
+                                     "give its path, or \"\" to take every flag from the options)")
+        return {}
+    if not HAS_YAML:
+        raise ConfigurationError("the Python package PyYAML is required to read apiserver_manifest")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return model.flags_from_manifest(yaml.safe_load(handle))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as error:
+        raise ConfigurationError(f"apiserver_manifest: {path} could not be read as the kube-apiserver static pod ({error}); "
+                                 "give the right path, or \"\" to take every flag from the options") from None
+
+
+def storage_flags(params: dict, manifest: Dict[str, str]) -> Dict[str, str]:
+    """The storage-relevant flags: the manifest's, overridden by the options ("" drops one)."""
+    flags = {name: manifest[name] for name in model.STORAGE_FLAGS if manifest.get(name)}
+    for option, flag in FLAG_OPTIONS.items():
+        value = params.get(option)
+        if value is None:
+            continue
+        if value == "":
+            flags.pop(flag, None)
+        else:
+            flags[flag] = str(value)
+    path = flags.get("encryption-provider-config")
+    if path and not os.path.isfile(path):
+        raise ConfigurationError(f"encryption_config: {path} does not exist on this host (the apiserver's "
+                                 "--encryption-provider-config; without it the target cannot read data encrypted at rest)")
+    return flags
+
+
+def _etcd_source(params: dict, manifest: Dict[str, str]) -> Optional[EtcdSettings]:
+    given = dict(params)
+    if not given.get("etcd_endpoints") and manifest.get("etcd-servers"):
+        given["etcd_endpoints"] = manifest["etcd-servers"].split(",")
+        for option, flag in (("etcd_ca_cert", "etcd-cafile"), ("etcd_client_cert", "etcd-certfile"), ("etcd_client_key", "etcd-keyfile")):
+            given[option] = given.get(option) or manifest.get(flag)
+    if not given.get("etcd_endpoints"):
+        return None
+    return audit_runner.etcd_settings(given)
+
+
+def _restore_tool(params: dict, etcd_binary: str) -> str:
+    if params.get("etcdutl_binary"):
+        return _executable("etcdutl_binary", params["etcdutl_binary"], "etcdutl (or etcdctl before etcd 3.5)")
+    beside = os.path.dirname(etcd_binary)
+    for name in ("etcdutl", "etcdctl"):
+        for candidate in (os.path.join(beside, name), shutil.which(name)):
+            if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+                return candidate
+    raise ConfigurationError("etcdutl_binary: restoring a snapshot needs etcdutl (etcd 3.5+) or etcdctl (3.4) next to "
+                             "etcd_binary or in PATH; none was found. Give its path")
+
+
+def plan(params: dict) -> Plan:
+    """Every option checked, and every tool found, before anything is started or read."""
+    binary = _executable("apiserver_binary", params.get("apiserver_binary"), "target kube-apiserver binary")
+    git_version = binary_version(binary)
+    wanted = params.get("target_release")
+    if wanted and not git_version.lstrip("v").startswith(str(wanted).lstrip("v").rstrip(".") + "."):
+        raise ConfigurationError(f"target_release is {wanted}, but apiserver_binary {binary} reports {git_version}: give the "
+                                 "binary of the release you upgrade (or roll back) to")
+    etcd_binary = _executable("etcd_binary", params.get("etcd_binary") or shutil.which("etcd"), "etcd binary (3.4 or later)")
+    manifest = _manifest_flags(params)
+    flags = storage_flags(params, manifest)
+    prefix = keys_mod.normalize_prefix(flags.get("etcd-prefix") or "/registry")
+    names_limit = 20 if params.get("names_limit") is None else params["names_limit"]
+    if names_limit < -1:
+        raise ConfigurationError("names_limit must be -1 (every name), 0 (none) or a positive number")
+    timeout = 120.0 if params.get("start_timeout") is None else float(params["start_timeout"])
+    if not 5 <= timeout <= 3600:
+        raise ConfigurationError(f"start_timeout must be between 5 and 3600 seconds, got {timeout}")
+    fail_on = list(DEFAULT_FAIL_ON if params.get("fail_on") is None else params["fail_on"])
+    work_dir = params.get("work_dir") or tempfile.gettempdir()
+    if not os.path.isdir(work_dir) or not os.access(work_dir, os.W_OK):
+        raise ConfigurationError(f"work_dir: {work_dir} is not a writable directory")
+    result = Plan(binary=binary, git_version=git_version, etcd_binary=etcd_binary, flags=flags, prefix=prefix, work_dir=work_dir,
+                  start_timeout=timeout, names_limit=names_limit, fail_on=fail_on)
+    if params.get("snapshot"):
+        if not os.path.isfile(params["snapshot"]) or not os.access(params["snapshot"], os.R_OK):
+            raise ConfigurationError(f"snapshot: {params['snapshot']} does not exist or is not a readable file")
+        result.snapshot = params["snapshot"]
+        result.restore_tool = _restore_tool(params, etcd_binary)
+        return result
+    result.etcd = _etcd_source(params, manifest)
+    if result.etcd is None:
+        raise ConfigurationError("Nothing to copy: give snapshot (an `etcdctl snapshot save` file) or etcd_endpoints (with "
+                                 "etcd_ca_cert, etcd_client_cert and etcd_client_key on kubeadm), or run on a control-plane "
+                                 f"host whose {model.MANIFEST} names them")
+    result.scan = audit_runner.scan_options(dict(params, etcd_prefix=prefix))
+    return result
+
+
+def _available_memory() -> Optional[int]:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_room(size: Optional[int], work_dir: str) -> dict:
+    """Free disk and memory against the data's size: a copy on disk twice over, the apiserver holding it in memory."""
+    size = size or 0
+    need_disk, need_memory = 2 * size + 256 * MIB, 3 * size + 768 * MIB
+    free, memory = shutil.disk_usage(work_dir).free, _available_memory()
+    room = {"data_bytes": size, "disk_needed": need_disk, "disk_free": free, "memory_needed": need_memory, "memory_available": memory}
+    if free < need_disk:
+        raise RehearsalError(f"work_dir {work_dir} has {free // MIB} MiB free; the copy of {size // MIB} MiB of etcd data needs "
+                             f"{need_disk // MIB} MiB: give a work_dir with room, or free space", details=room)
+    if memory is not None and memory < need_memory:
+        raise RehearsalError(f"the host has {memory // MIB} MiB of memory available; a rehearsal on {size // MIB} MiB of data "
+                             f"needs about {need_memory // MIB} MiB (the scratch etcd and the target apiserver): run it on a "
+                             "host with more free memory", details=room)
+    return room
+
+
+def _copy(plan_: Plan, etcd: scratch.ScratchEtcd) -> dict:
+    if plan_.snapshot:
+        etcd.restore(plan_.restore_tool, plan_.snapshot)
+        etcd.start()
+        return {"kind": "snapshot", "from": plan_.snapshot, "bytes": os.path.getsize(plan_.snapshot)}
+    etcd.start()
+    source = EtcdReader(plan_.etcd)
+    keys, size = etcd.put_all(source.scan(plan_.scan))
+    return {"kind": "etcd", "from": source.endpoint, "revision": source.revision, "pages": source.pages, "bytes": size,
+            "copied_keys": keys}
+
+
+def _wait_ready(apiserver: scratch.TargetApiserver, timeout: float, clock=time.monotonic, sleep=time.sleep) -> Optional[ApiClient]:
+    """A client once /readyz answers 200; None when the apiserver exited or the time ran out."""
+    deadline = clock() + timeout
+    client = None
+    while clock() < deadline:
+        if apiserver.exit_code() is not None:
+            return None
+        if client is None and os.path.isfile(apiserver.ca_cert):
+            client = ApiClient(ConnectionSettings(host=apiserver.url, ca_cert=apiserver.ca_cert,
+                                                  headers={"Authorization": f"Bearer {apiserver.token}"}, timeout=60.0))
+        if client is not None:
+            try:
+                client.request("GET", "/readyz")
+                return client
+            except ApiError:
+                pass
+        sleep(0.25)
+    return None
+
+
+def _interrupted(signum, _frame):
+    raise RehearsalError(f"the rehearsal was interrupted (signal {signum}); everything it started was stopped and removed")
+
+
+def rehearse(plan_: Plan, warn=None) -> dict:
+    """Copy, start, read and summarize; the workspace is removed whatever happens."""
+    removed = scratch.remove_stale(plan_.work_dir)
+    if removed and warn:
+        warn(f"removed {len(removed)} rehearsal workspace(s) a killed run left in {plan_.work_dir}")
+    size = os.path.getsize(plan_.snapshot) if plan_.snapshot else _live_size(plan_.etcd)
+    room = check_room(size, plan_.work_dir)
+    started_at = time.monotonic()
+    measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    previous = signal.signal(signal.SIGTERM, _interrupted)
+    workspace = scratch.Workspace(plan_.work_dir)
+    try:
+        etcd = scratch.ScratchEtcd(workspace, plan_.etcd_binary)
+        source = _copy(plan_, etcd)
+        copied = time.monotonic()
+        scan = EtcdReader(EtcdSettings(endpoints=[etcd.url]))
+        stored = reader.stored_keys(scan.scan(ScanOptions(prefix=plan_.prefix, page_size=1000, keys_only=True)), plan_.prefix)
+        source.update(revision=source.get("revision") or scan.revision, keys=stored.keys)
+        if not stored.keys:
+            raise RehearsalError(f"the copy has no key under {plan_.prefix}: nothing to rehearse on; check etcd_prefix "
+                                 "(the apiserver's --etcd-prefix) and the source", details={"source": source})
+        apiserver = scratch.TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
+        apiserver.start()
+        client = _wait_ready(apiserver, plan_.start_timeout)
+        ready = time.monotonic()
+        reads, start_problem, fatal = [], None, []
+        if client is None:
+            fatal = model.problem_lines(apiserver.log_text())
+            start_problem = model.start_failure(fatal, apiserver.exit_code(), ready - copied,
+                                                {k: FLAG_OPTIONS_BY_FLAG.get(k, k) for k in plan_.flags})
+        else:
+            served = reader.wait_for_custom_resources(client, stored, timeout=30.0)
+            reads = reader.read_all(client, stored, served, lambda name: reader.objects_under(etcd.url, stored.prefixes[name],
+                                                                                          plan_.prefix), plan_.names_limit)
+        done = time.monotonic()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        workspace.close()
+    result = model.summarize(reads, start_problem, plan_.fail_on)
+    result.update(changed=False, binary=plan_.binary, target_git_version=plan_.git_version,
+                  target_release=".".join(plan_.git_version.lstrip("v").split(".")[:2]), flags=dict(plan_.flags),
+                  source=source, room=room, started=client is not None, start_failure=start_problem, fatal_log=fatal,
+                  outside_layout=stored.outside_layout, rehearsed_at=measured_at,
+                  timings={"copy_seconds": round(copied - started_at, 2), "start_seconds": round(ready - copied, 2),
+                           "read_seconds": round(done - ready, 2), "total_seconds": round(time.monotonic() - started_at, 2)})
+    result["report_text"] = model.render_text(result)
+    result["report_markdown"] = model.render_markdown(result)
+    result["headline"] = model.headline(result)
+    return result
+
+
+FLAG_OPTIONS_BY_FLAG = {flag: option for option, flag in FLAG_OPTIONS.items()}
+
+
+def _live_size(settings: EtcdSettings) -> Optional[int]:
+    try:
+        return EtcdReader(settings).db_size()
+    except EtcdError:
+        raise
+    except (KeyError, ValueError, TypeError):
+        return None
+
+
+def run(kum) -> dict:
+    """Entry point of the module; fails with the result when something blocks."""
+    plan_ = plan(kum.params)
+    result = rehearse(plan_, warn=kum.warn)
+    result["msg"] = result["headline"]
+    if result["blocking"]:
+        kum.fail(result["headline"] + "\n" + result["report_text"], result=result,
+                 error={"type": "RehearsalBlocks", "blocking": len(result["blocking"])})
+    return result

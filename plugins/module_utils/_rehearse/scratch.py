@@ -1,0 +1,332 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The rehearsal's throwaway world: a private directory, a scratch etcd and the target apiserver, on loopback.
+
+Everything lives in one ``kubeupgrade-rehearsal-*`` directory (mode 0700) under the work directory.
+It records the module's pid and every child's pid; a later run removes what a killed run left (its
+owner is gone), stopping only processes whose command line still names that directory. Children
+die with the module (``PR_SET_PDEATHSIG``). Nothing listens beyond 127.0.0.1, and no key, value,
+token or credential is written to the output: only the apiserver's error lines are ever shown.
+This is the only code that writes to an etcd, and only to the scratch one it started.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import glob
+import http.client
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from typing import Callable, Iterable, List, Optional, Tuple
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
+
+PREFIX = "kubeupgrade-rehearsal-"
+OWNER = "owner.pid"
+CHILDREN = "children.pids"
+TXN_OPS = 1000  # puts per transaction into the scratch etcd (its --max-txn-ops is raised to match)
+TXN_BYTES = 8 << 20
+
+
+class RehearsalError(KubeUpgradeError):
+    """The rehearsal could not be run: names the option or the tool at fault and what to do."""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().replace(b"\x00", b" ").decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def remove_stale(work_dir: str) -> List[str]:
+    """Remove what killed runs left: their processes (checked by command line) and directories. Returns the dirs."""
+    removed = []
+    for path in glob.glob(os.path.join(work_dir, PREFIX + "*")):
+        try:
+            with open(os.path.join(path, OWNER), encoding="ascii") as handle:
+                owner = int(handle.read().strip() or 0)
+        except (OSError, ValueError):
+            owner = 0
+        if owner and _alive(owner):
+            continue  # a rehearsal still running
+        try:
+            with open(os.path.join(path, CHILDREN), encoding="ascii") as handle:
+                children = [int(line) for line in handle.read().split() if line.strip().isdigit()]
+        except OSError:
+            children = []
+        for pid in children:
+            if _alive(pid) and path in _cmdline(pid):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+    os.setsid()
+
+
+class Workspace:
+    """The private directory of one rehearsal and every process started in it; ``close`` removes it all."""
+
+    def __init__(self, work_dir: str):
+        self.path = tempfile.mkdtemp(prefix=PREFIX, dir=work_dir)
+        os.chmod(self.path, 0o700)
+        with open(os.path.join(self.path, OWNER), "w", encoding="ascii") as handle:
+            handle.write(str(os.getpid()))
+        self.processes: List[subprocess.Popen] = []
+
+    def file(self, name: str) -> str:
+        return os.path.join(self.path, name)
+
+    def write(self, name: str, text: str) -> str:
+        path = self.file(name)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        return path
+
+    def start(self, argv: List[str], log_name: str, env: Optional[dict] = None) -> subprocess.Popen:
+        log = open(self.file(log_name), "wb")
+        try:
+            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.path,
+                                       env=env, preexec_fn=_die_with_parent, close_fds=True)
+        finally:
+            log.close()
+        self.processes.append(process)
+        with open(self.file(CHILDREN), "a", encoding="ascii") as handle:
+            handle.write(f"{process.pid}\n")
+        return process
+
+    def log_text(self, log_name: str, limit: int = 1 << 20) -> str:
+        try:
+            with open(self.file(log_name), "rb") as handle:
+                handle.seek(0, os.SEEK_END)
+                handle.seek(max(0, handle.tell() - limit))
+                return handle.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stop(self, process: subprocess.Popen, grace: float = 10.0) -> None:
+        if process.poll() is None:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except OSError:
+                process.terminate()
+            try:
+                process.wait(grace)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(process.pid, signal.SIGKILL)
+                except OSError:
+                    process.kill()
+                process.wait(grace)
+
+    def close(self) -> None:
+        for process in reversed(self.processes):
+            self.stop(process)
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def run_tool(argv: List[str], what: str, timeout: float = 600.0) -> str:
+    """Run a short-lived tool (the etcd restore, openssl); its last error line in a RehearsalError."""
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise RehearsalError(f"{what}: {argv[0]} could not be run ({type(error).__name__}: {error})") from None
+    if done.returncode != 0:
+        lines = [line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+        raise RehearsalError(f"{what} failed (exit {done.returncode}): {lines[-1] if lines else 'no message'}")
+    return done.stdout.decode("utf-8", "replace")
+
+
+# --- the scratch etcd ---------------------------------------------------------------------------------------
+
+
+class ScratchEtcd:
+    """An etcd member of its own on loopback, in the workspace; ``put_all`` copies keys into it byte for byte."""
+
+    NAME = "rehearsal"
+
+    def __init__(self, workspace: Workspace, binary: str):
+        self.workspace, self.binary = workspace, binary
+        self.data_dir = workspace.file("etcd-data")
+        self.client_port, self.peer_port = free_port(), free_port()
+        self.process = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.client_port}"
+
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+    def restore(self, tool: str, snapshot: str) -> None:
+        """Restore an ``etcdctl snapshot save`` file into the data directory (etcdutl, or etcdctl before 3.5)."""
+        env = dict(os.environ, ETCDCTL_API="3")
+        argv = [tool, "snapshot", "restore", snapshot, f"--data-dir={self.data_dir}", f"--name={self.NAME}",
+                f"--initial-cluster={self.NAME}={self.peer_url}", f"--initial-advertise-peer-urls={self.peer_url}"]
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=600, check=False, env=env, stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise RehearsalError(f"etcd snapshot restore: {tool} could not be run ({type(error).__name__})") from None
+        if done.returncode != 0:
+            lines = [line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+            raise RehearsalError(f"snapshot: {snapshot} could not be restored with {tool} ({lines[-1][:300] if lines else 'no message'}): "
+                                 "is it an `etcdctl snapshot save` file, whole and uncorrupted? Take a new one and rehearse again")
+
+    def start(self, timeout: float = 60.0) -> None:
+        argv = [self.binary, f"--name={self.NAME}", f"--data-dir={self.data_dir}", f"--listen-client-urls={self.url}",
+                f"--advertise-client-urls={self.url}", f"--listen-peer-urls={self.peer_url}",
+                f"--initial-advertise-peer-urls={self.peer_url}", f"--initial-cluster={self.NAME}={self.peer_url}",
+                f"--max-txn-ops={TXN_OPS}", f"--max-request-bytes={TXN_BYTES + (1 << 20)}", "--quota-backend-bytes=8589934592",
+                "--snapshot-count=1000000", "--log-level=warn"]
+        self.process = self.workspace.start(argv, "etcd.log")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                lines = [line for line in self.workspace.log_text("etcd.log").splitlines() if line.strip()]
+                raise RehearsalError(f"the scratch etcd ({self.binary}) exited at start (exit {self.process.returncode}): "
+                                     f"{lines[-1][:300] if lines else 'no message'}")
+            try:
+                self._request("/v3/maintenance/status", {})
+                return
+            except (OSError, http.client.HTTPException, RehearsalError):
+                time.sleep(0.2)
+        raise RehearsalError(f"the scratch etcd ({self.binary}) did not answer within {timeout:.0f} s")
+
+    def _request(self, path: str, body: dict, connection=None) -> dict:
+        own = connection is None
+        connection = connection or http.client.HTTPConnection("127.0.0.1", self.client_port, timeout=120)
+        try:
+            connection.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
+            response = connection.getresponse()
+            data = response.read()
+        finally:
+            if own:
+                connection.close()
+        if response.status != 200:
+            raise RehearsalError(f"the scratch etcd refused {path}: HTTP {response.status} {data[:200]!r}")
+        return json.loads(data)
+
+    def put_all(self, pairs: Iterable[Tuple[bytes, bytes]], progress: Optional[Callable[[int], None]] = None) -> Tuple[int, int]:
+        """Write every (key, value) in transactions of up to TXN_OPS puts; returns (keys, bytes)."""
+        connection = http.client.HTTPConnection("127.0.0.1", self.client_port, timeout=120)
+        batch, size, keys, total = [], 0, 0, 0
+        b64 = base64.b64encode
+        try:
+            for key, value in pairs:
+                batch.append({"requestPut": {"key": b64(key).decode("ascii"), "value": b64(value).decode("ascii")}})
+                size += len(key) + len(value)
+                keys += 1
+                if len(batch) >= TXN_OPS or size >= TXN_BYTES:
+                    self._request("/v3/kv/txn", {"success": batch}, connection)
+                    total += size
+                    batch, size = [], 0
+                    if progress:
+                        progress(keys)
+            if batch:
+                self._request("/v3/kv/txn", {"success": batch}, connection)
+                total += size
+        finally:
+            connection.close()
+        return keys, total
+
+
+# --- the target apiserver -----------------------------------------------------------------------------------
+
+
+def service_account_key(workspace: Workspace) -> Tuple[str, str]:
+    """A throwaway RSA key pair for the apiserver's required service-account flags (cryptography, else openssl)."""
+    private, public = workspace.file("sa.key"), workspace.file("sa.pub")
+    try:
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+    except ImportError:
+        if not shutil.which("openssl"):
+            raise RehearsalError("a service-account key for the rehearsal needs the Python package cryptography or the "
+                                 "openssl command on the host; install one of them") from None
+        run_tool(["openssl", "genrsa", "-out", private, "2048"], "generating a throwaway service-account key")
+        run_tool(["openssl", "rsa", "-in", private, "-pubout", "-out", public], "writing its public key")
+        os.chmod(private, 0o600)
+        return private, public
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    workspace.write("sa.key", key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
+                                                serialization.NoEncryption()).decode("ascii"))
+    workspace.write("sa.pub", key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                             serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii"))
+    return private, public
+
+
+class TargetApiserver:
+    """The target binary on the copy: loopback only, its own self-signed serving certificate, one admin token."""
+
+    LOG = "kube-apiserver.log"
+
+    def __init__(self, workspace: Workspace, binary: str, etcd_url: str, storage_flags: dict):
+        self.workspace, self.binary = workspace, binary
+        self.port = free_port()
+        self.token = secrets.token_hex(24)
+        self.cert_dir = workspace.file("pki")
+        self.etcd_url, self.storage_flags = etcd_url, dict(storage_flags)
+        self.process = None
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def ca_cert(self) -> str:
+        """The self-signed serving certificate the apiserver wrote (its file holds the signing CA too)."""
+        return os.path.join(self.cert_dir, "apiserver.crt")
+
+    def argv(self, sa_key: str, sa_pub: str, tokens: str) -> List[str]:
+        argv = [self.binary, f"--etcd-servers={self.etcd_url}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+                f"--secure-port={self.port}", f"--cert-dir={self.cert_dir}", "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
+                f"--token-auth-file={tokens}", "--authorization-mode=RBAC", "--endpoint-reconciler-type=none",
+                "--watch-cache=false", "--profiling=false"]
+        flags = dict(self.storage_flags)
+        flags.setdefault("service-cluster-ip-range", "10.96.0.0/12")  # kubeadm's default
+        return argv + [f"--{name}={value}" for name, value in sorted(flags.items()) if value != ""]
+
+    def start(self) -> None:
+        sa_key, sa_pub = service_account_key(self.workspace)
+        tokens = self.workspace.write("tokens.csv", f'{self.token},kubeupgrade-rehearsal,kubeupgrade-rehearsal,"system:masters"\n')
+        self.process = self.workspace.start(self.argv(sa_key, sa_pub, tokens), self.LOG)
+
+    def exit_code(self) -> Optional[int]:
+        return self.process.poll() if self.process else None
+
+    def log_text(self) -> str:
+        return self.workspace.log_text(self.LOG)

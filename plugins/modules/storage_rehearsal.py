@@ -1,0 +1,293 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Rehearse an upgrade or a rollback: the target kube-apiserver binary reads a private copy of etcd."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: storage_rehearsal
+short_description: Rehearse an upgrade on a copy of etcd with the target kube-apiserver binary itself
+description:
+  - The strongest pre-flight there is. Copies the cluster's etcd data into a scratch etcd on loopback (from the live etcd,
+    with paged read-only range requests at one pinned revision, or from an C(etcdctl snapshot save) file), starts the
+    target kube-apiserver binary on the copy with the cluster's storage flags, and reads every stored object through it.
+  - "Measured verdicts per resource: C(safe) (every stored object read), C(unsafe) (the objects the target cannot decode,
+    named), C(removed) (objects of a resource the target does not serve, named), C(unknown) (another read failure). A
+    target that exits or never becomes ready on the copy blocks everything: after the swap it would never serve; the
+    apiserver's error lines and the next step are reported."
+  - Release data cannot know the cluster's feature gates, runtime-config, encryption providers, vendor patches, or a
+    release it does not list; the binary does. Works for a rollback too (give the older binary).
+  - "Safe on a live cluster: the live etcd is only read (one paged scan, throttled by O(pages_per_second)); the scratch
+    etcd and apiserver listen on 127.0.0.1 only, on free ports, in a private directory (mode 0700) under O(work_dir) that
+    is removed at the end, also on failure or SIGTERM. Started processes die with the module; a later run removes what a
+    killed run left. No key, value, token or credential appears in the output: only the apiserver's error lines."
+  - "What it costs: disk for the copy (about twice the etcd database size), memory for the scratch etcd and apiserver
+    (about 768 MiB plus three times the data), checked before anything starts. On 2 cores a 1.32 apiserver is ready in
+    4-20 s."
+  - "On a kubeadm or kubespray control-plane host the storage flags and the etcd connection are read from the static
+    pod manifest O(apiserver_manifest) by default: C(--encryption-provider-config), C(--runtime-config),
+    C(--feature-gates), C(--etcd-prefix), C(--storage-media-type), C(--service-cluster-ip-range), C(--etcd-servers),
+    C(--etcd-cafile), C(--etcd-certfile), C(--etcd-keyfile). Options override them."
+  - Feed the result to M(kubeupgrade.storage.storage_version_check) as O(kubeupgrade.storage.storage_version_check#module:rehearsal),
+    which gates on it.
+  - Runs the same in check mode (it changes nothing in the cluster).
+author: kubeupgrade.storage maintainers (@kubeupgrade)
+options:
+  apiserver_binary:
+    description:
+      - Path of the target kube-apiserver binary on the host (kubeadm pulls the target images before an upgrade; a
+        binary install downloads it). It must print C(Kubernetes vX.Y.Z) for C(--version).
+    type: path
+    required: true
+  target_release:
+    description:
+      - The release the binary must be (C(1.33)); a mismatch is refused before anything starts.
+    type: str
+  etcd_binary:
+    description:
+      - The etcd binary (3.4 or later) for the scratch copy. Default C(etcd) in C(PATH).
+    type: path
+  etcdutl_binary:
+    description:
+      - The tool that restores O(snapshot) (C(etcdutl) from etcd 3.5, C(etcdctl) on 3.4). Default C(etcdutl) or C(etcdctl)
+        next to O(etcd_binary) or in C(PATH).
+    type: path
+  snapshot:
+    description:
+      - An C(etcdctl snapshot save) file to rehearse on instead of the live etcd (the backup every upgrade guide asks for).
+    type: path
+  etcd_endpoints:
+    description:
+      - The live etcd to copy from, as for M(kubeupgrade.storage.storage_version_audit). Default the manifest's
+        C(--etcd-servers).
+    type: list
+    elements: str
+  etcd_ca_cert:
+    description: CA of etcd's serving certificate. Default the manifest's C(--etcd-cafile).
+    type: path
+  etcd_client_cert:
+    description: Client certificate etcd accepts. Default the manifest's C(--etcd-certfile).
+    type: path
+  etcd_client_key:
+    description: Key of O(etcd_client_cert). Default the manifest's C(--etcd-keyfile).
+    type: path
+  etcd_validate_certs:
+    description: Verify etcd's TLS certificate. Turn off only for tests.
+    type: bool
+    default: true
+  etcd_request_timeout:
+    description: Seconds to wait for each page read from the live etcd.
+    type: float
+    default: 30
+  page_size:
+    description: Keys per range request to the live etcd (1 to 10000).
+    type: int
+    default: 500
+  pages_per_second:
+    description: Throttle on the live etcd, in range requests per second; C(0) reads as fast as etcd answers.
+    type: float
+    default: 10
+  apiserver_manifest:
+    description:
+      - The cluster's kube-apiserver static pod manifest, read for the storage flags and the etcd connection. A path given
+        must exist.
+      - Default C(/etc/kubernetes/manifests/kube-apiserver.yaml) (kubeadm, kubespray) when it exists. C("") reads no
+        manifest (every flag from the options).
+    type: path
+  encryption_config:
+    description: The apiserver's C(--encryption-provider-config) file. C("") drops the manifest's.
+    type: path
+  runtime_config:
+    description: The target apiserver's C(--runtime-config). C("") drops the manifest's.
+    type: str
+  feature_gates:
+    description:
+      - The target apiserver's C(--feature-gates). C("") drops the manifest's. A gate the target release does not know makes
+        it exit: the rehearsal names it.
+    type: str
+  etcd_prefix:
+    description: The apiserver's C(--etcd-prefix). Default the manifest's, else C(/registry).
+    type: str
+  storage_media_type:
+    description: The apiserver's C(--storage-media-type). Default the manifest's.
+    type: str
+  service_cluster_ip_range:
+    description:
+      - The apiserver's C(--service-cluster-ip-range) (its IP allocation check reads the stored Services and IPAddresses at
+        start). Default the manifest's, else C(10.96.0.0/12).
+    type: str
+  work_dir:
+    description: Where the private scratch directory is made. Default the system's temporary directory.
+    type: path
+  start_timeout:
+    description:
+      - Seconds the target apiserver gets to become ready on the copy (5 to 3600); longer counts as never starting.
+    type: float
+    default: 120
+  names_limit:
+    description: How many objects to name per resource and verdict (C(-1) every one, C(0) none). Counts are always exact.
+    type: int
+    default: 20
+  fail_on:
+    description:
+      - Verdicts that make the task fail. A target that does not start always fails it. C([]) reports only (for a check
+        that gates on the result).
+    type: list
+    elements: str
+    choices: [unsafe, removed, unknown]
+    default: [unsafe, removed, unknown]
+notes:
+  - The binary may also come from the target image (C(registry.k8s.io/kube-apiserver:vX.Y.Z)); extract it first, for
+    example with C(ctr image mount), and give its path.
+  - A KMS v2 provider in the encryption configuration is reached through its socket on the host, as the live apiserver does.
+seealso:
+  - module: kubeupgrade.storage.storage_version_check
+  - module: kubeupgrade.storage.storage_version_audit
+"""
+
+EXAMPLES = r"""
+- name: Rehearse the upgrade to 1.33 with the target binary (kubeadm host; flags and etcd from the static pod manifest)
+  kubeupgrade.storage.storage_rehearsal:
+    apiserver_binary: /opt/k8s/v1.33.5/kube-apiserver
+    target_release: "1.33"
+    etcd_binary: /usr/local/bin/etcd
+  register: rehearsal
+  become: true
+
+- name: Rehearse a rollback to 1.32 on the snapshot taken before the upgrade, report only
+  kubeupgrade.storage.storage_rehearsal:
+    apiserver_binary: /opt/k8s/v1.32.6/kube-apiserver
+    snapshot: /var/backups/etcd-before-1.33.db
+    fail_on: []
+  register: rollback_rehearsal
+
+- name: Gate on it
+  kubeupgrade.storage.storage_version_check:
+    target_release: "1.33"
+    rehearsal: "{{ rehearsal }}"
+"""
+
+RETURN = r"""
+verdict:
+  description: The worst verdict (C(safe), C(unknown), C(removed), C(unsafe)).
+  returned: success
+  type: str
+blocking:
+  description: Each verdict in O(fail_on), and a start failure, with its subject, reason and next step.
+  returned: always
+  type: list
+  elements: dict
+resources:
+  description:
+    - Per resource with stored objects - C(keys) stored in the copy, C(served), C(served_as) (the group/version read),
+      C(objects_read), C(undecodable) with C(undecodable_names) and C(decode_errors), C(removed_names), C(error),
+      C(verdict), C(reason), C(next_step).
+  returned: success
+  type: dict
+counts:
+  description: Resources per verdict.
+  returned: success
+  type: dict
+started:
+  description: Whether the target became ready on the copy.
+  returned: success
+  type: bool
+start_failure:
+  description: Why the target did not start (a blocking verdict with reason and next step), or null.
+  returned: success
+  type: dict
+fatal_log:
+  description: The target apiserver's error lines when it did not start (never keys, values or credentials).
+  returned: success
+  type: list
+  elements: str
+target_git_version:
+  description: What the binary reports (C(v1.33.5)).
+  returned: success
+  type: str
+target_release:
+  description: Its minor release (C(1.33)).
+  returned: success
+  type: str
+binary:
+  description: The binary rehearsed.
+  returned: success
+  type: str
+flags:
+  description: The storage flags the target ran with (flag name to value).
+  returned: success
+  type: dict
+source:
+  description: What was copied - C(kind) (C(etcd) or C(snapshot)), C(from), C(revision), C(keys), C(bytes).
+  returned: success
+  type: dict
+room:
+  description: The disk and memory needed and available, in bytes, as checked before starting.
+  returned: success
+  type: dict
+outside_layout:
+  description: Keys of the copy outside the apiserver's key layout (not read).
+  returned: success
+  type: int
+rehearsed_at:
+  description: When the rehearsal started (UTC).
+  returned: success
+  type: str
+timings:
+  description: Seconds spent copying, starting the target, reading, and in all.
+  returned: success
+  type: dict
+headline:
+  description: The outcome on one line.
+  returned: success
+  type: str
+report_text:
+  description: A compact table for the play output.
+  returned: success
+  type: str
+report_markdown:
+  description: A Markdown report (target, flags, source, every resource).
+  returned: success
+  type: str
+"""
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+
+
+def argument_spec() -> dict:
+    return dict(
+        apiserver_binary=dict(type="path", required=True),
+        target_release=dict(type="str"),
+        etcd_binary=dict(type="path"),
+        etcdutl_binary=dict(type="path"),
+        snapshot=dict(type="path"),
+        etcd_endpoints=dict(type="list", elements="str"),
+        etcd_ca_cert=dict(type="path"),
+        etcd_client_cert=dict(type="path"),
+        etcd_client_key=dict(type="path", no_log=False),
+        etcd_validate_certs=dict(type="bool", default=True),
+        etcd_request_timeout=dict(type="float", default=30),
+        page_size=dict(type="int", default=500),
+        pages_per_second=dict(type="float", default=10),
+        apiserver_manifest=dict(type="path"),
+        encryption_config=dict(type="path"),
+        runtime_config=dict(type="str"),
+        feature_gates=dict(type="str"),
+        etcd_prefix=dict(type="str"),
+        storage_media_type=dict(type="str"),
+        service_cluster_ip_range=dict(type="str"),
+        work_dir=dict(type="path"),
+        start_timeout=dict(type="float", default=120),
+        names_limit=dict(type="int", default=20),
+        fail_on=dict(type="list", elements="str", choices=["unsafe", "removed", "unknown"], default=["unsafe", "removed", "unknown"]),
+    )
+
+
+def main() -> None:
+    KubeUpgradeModule(argument_spec(), connection=False, supports_check_mode=True,
+                      empty_result={"blocking": []}).run(runner.run)
+
+
+if __name__ == "__main__":
+    main()
