@@ -75,6 +75,17 @@ options:
         an accept that matches nothing lets nothing through.
     type: dict
     default: {}
+  rehearsal:
+    description:
+      - The registered result of M(kubeupgrade.storage.storage_rehearsal) - the target kube-apiserver binary itself read a
+        copy of etcd. Its measured failures beat release data - objects it could not decode or whose resource it does not
+        serve make that resource C(unsafe) or C(removed) (named) where release data said C(safe) or C(unknown); a verdict
+        that already asks for action keeps its next step and gains the names. A target that did not start on the copy
+        blocks as a finding of its own.
+      - A rehearsal that read everything does not clear a prediction about the versions the running apiservers still
+        write; the reason says so.
+      - Its release must be O(target_release); without O(target_release), the rehearsal's release is judged.
+    type: raw
   audit:
     description:
       - The registered result of M(kubeupgrade.storage.storage_version_audit) (an etcd scan). Measured beats
@@ -422,6 +433,7 @@ def argument_spec() -> dict:
         "accept": {"type": "dict", "default": {}},
         "count_objects": {"type": "bool", "default": True},
         "audit": {"type": "raw"},
+        "rehearsal": {"type": "raw"},
         "resources": {"type": "list", "elements": "str", "default": []},
         "record_max_age": {"type": "int"},
         "refresh_records": {"type": "bool", "default": False},

@@ -25,7 +25,7 @@ from typing import List
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import evidence as ev_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import findings as findings_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, steps, views
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, rehearsed, steps, views
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
     NEEDS_MIGRATION,
     OBJECTS_NONE,
@@ -57,7 +57,8 @@ def judge(observation, target: Target, profiles, options: JudgeOptions = None) -
         else:
             results.append(result)
     findings = (findings_mod.endpoint_findings(observation) + findings_mod.group_findings(observation)
-                + findings_mod.identity_findings(observation, options.now))
+                + findings_mod.identity_findings(observation, options.now) + rehearsed.findings(options.rehearsal))
+    rehearsed.apply(results, options.rehearsal, options.resources)
     _apply_accept(results, findings, options)
     counts = {verdict: 0 for verdict in VERDICT_ORDER}
     for result in results:

@@ -54,6 +54,7 @@ class JudgeOptions:
     # Resources the previous gate of a rolling upgrade judged (every one served, recorded or a CRD then); None =
     # no previous gate. One not among them was written only by the apiservers that serve it now.
     judged_before: Optional[List[str]] = None
+    rehearsal: Optional[dict] = None  # a storage_rehearsal result: what the target binary itself read on a copy of etcd
 
 
 @dataclass

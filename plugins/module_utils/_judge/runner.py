@@ -12,7 +12,7 @@ from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, names, report
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, names, rehearsed, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
     NEEDS_MIGRATION,
@@ -39,9 +39,10 @@ CLUSTER_READS = ("crds", "storage_states", "storage_versions", "leases")
 def validate(params) -> None:
     """Every option checked before any request."""
     roll.check_options(params.get("upgrade_order") or [], params.get("upgrading"), params.get("target_release"))
-    if not (params.get("target_release") or params.get("target_endpoint") or params.get("target_crds")):
+    if not (params.get("target_release") or params.get("target_endpoint") or params.get("target_crds") or params.get("rehearsal")):
         raise ConfigurationError("Nothing to check against: give target_release (for example \"1.34\", quoted), "
-                                 "target_endpoint, and/or target_crds.")
+                                 "target_endpoint, target_crds and/or rehearsal.")
+    rehearsed.validate(params.get("rehearsal"), params.get("target_release"))
     if params.get("record_max_age") is not None and params["record_max_age"] < 0:
         raise ConfigurationError(f"record_max_age must be 0 or more seconds, got {params['record_max_age']}.")
     measured.validate(params.get("audit"))
@@ -105,13 +106,16 @@ def run(module) -> dict:
     params = module.params
     validate(params)
     profiles = load_profiles(profiles_file=params["profiles_file"], profiles=params["profiles"])
-    release = profiles.get(params["target_release"]) if params["target_release"] else None
+    # A rehearsal says which release it is: its release data judges what the rehearsal does not read.
+    release_name = params["target_release"] or rehearsed.release_of(params.get("rehearsal"))
+    release = profiles.get(release_name) if release_name else None
     manifests = load_target_crds(params["target_crds"]) if params["target_crds"] else None
     resources = params["resources"] or None
     live = _live_target(module, profiles, resources) if params["target_endpoint"] else None
     options = JudgeOptions(resources=resources, record_max_age=params["record_max_age"],
                            accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]),
-                           audit=params.get("audit"), judged_before=params.get("judged_before"))
+                           audit=params.get("audit"), judged_before=params.get("judged_before"),
+                           rehearsal=params.get("rehearsal"))
     target = Target(release=release, live=live, crd_manifests=manifests)
     observation = _observe(module, options, profiles)
     refreshed = None
@@ -137,7 +141,8 @@ def run(module) -> dict:
 
 
 def _title(params) -> str:
-    target = params.get("target_release") or params.get("target_endpoint") or "the target CRD manifests"
+    target = (params.get("target_release") or params.get("target_endpoint") or rehearsed.release_of(params.get("rehearsal"))
+              or "the target CRD manifests")
     return f"Storage pre-flight for {target}"
 
 

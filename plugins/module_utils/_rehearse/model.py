@@ -109,13 +109,21 @@ def verdict_of(read: ResourceRead) -> dict:
 
 
 def problem_lines(log_text: str, limit: int = 12) -> List[str]:
-    """The apiserver's error and fatal lines (klog E/F, or a bare ``Error:``): the last ``limit`` of them."""
-    lines = []
+    """The apiserver's error and fatal lines (klog E/F, or a bare ``Error:``), each message once: the first ones
+    (the cause is usually early) and the last ones (what made it exit), ``limit`` in all."""
+    seen, lines = set(), []
     for line in log_text.splitlines():
         line = line.rstrip()
-        if _KLOG_PROBLEM.match(line) or line.startswith("Error:"):
-            lines.append(line if len(line) <= 400 else line[:397] + "...")
-    return lines[-limit:]
+        if not (_KLOG_PROBLEM.match(line) or line.startswith("Error:")):
+            continue
+        message = line.split("] ", 1)[-1]
+        if message in seen:
+            continue
+        seen.add(message)
+        lines.append(line if len(line) <= 400 else line[:397] + "...")
+    if len(lines) <= limit:
+        return lines
+    return lines[:limit // 2] + lines[-(limit - limit // 2):]
 
 
 def decode_errors_in(lines: Iterable[str]) -> List[str]:

@@ -86,8 +86,11 @@ def discover(client) -> Served:
     for group, version in documents:
         try:
             document = client.get(paths.group_version(group, version))
+        except EndpointUnreachable:
+            raise
         except ApiError as error:
-            served.failed[f"{group}/{version}".lstrip("/")] = str(error)
+            if error.status != 404:  # 404: an APIService of another release, left in the copy; not served here
+                served.failed[f"{group}/{version}".lstrip("/")] = str(error)
             continue
         for resource in document.get("resources") or []:
             plural = resource.get("name", "")
@@ -96,6 +99,23 @@ def discover(client) -> Served:
             name = f"{plural}.{group}" if group else plural
             served.resources.setdefault(name, (group, version, bool(resource.get("namespaced"))))
     return served
+
+
+def probe(client, served: Served, stored: StoredKeys, candidates: Dict[str, List[str]]) -> None:
+    """Ask directly for the group/versions release data says the target serves, for stored resources discovery does
+    not list: an apiserver that is up but not ready has not registered its own APIServices yet, and still serves them."""
+    for name in sorted(set(stored.counts) - set(served.resources)):
+        group = name.split(".", 1)[1] if "." in name else ""
+        for version in candidates.get(name) or []:
+            try:
+                document = client.get(paths.group_version(group, version))
+            except ApiError:
+                continue
+            plural = name.split(".", 1)[0]
+            found = next((r for r in document.get("resources") or [] if r.get("name") == plural), None)
+            if found is not None and "list" in (found.get("verbs") or []):
+                served.resources[name] = (group, version, bool(found.get("namespaced")))
+                break
 
 
 def wait_for_custom_resources(client, stored: StoredKeys, timeout: float, sleep=time.sleep, clock=time.monotonic) -> Served:

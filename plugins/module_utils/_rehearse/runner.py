@@ -22,7 +22,8 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import model, reader, scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 try:
     import yaml
@@ -220,24 +221,54 @@ def _copy(plan_: Plan, etcd: scratch.ScratchEtcd) -> dict:
             "copied_keys": keys}
 
 
-def _wait_ready(apiserver: scratch.TargetApiserver, timeout: float, clock=time.monotonic, sleep=time.sleep) -> Optional[ApiClient]:
-    """A client once /readyz answers 200; None when the apiserver exited or the time ran out."""
+def _client(apiserver: scratch.TargetApiserver) -> ApiClient:
+    return ApiClient(ConnectionSettings(host=apiserver.url, ca_cert=apiserver.ca_cert,
+                                        headers={"Authorization": f"Bearer {apiserver.token}"}, timeout=60.0))
+
+
+def _wait_ready(apiserver: scratch.TargetApiserver, timeout: float, clock=time.monotonic, sleep=time.sleep) -> bool:
+    """Whether /readyz answered 200 before the apiserver exited or the time ran out."""
     deadline = clock() + timeout
     client = None
     while clock() < deadline:
         if apiserver.exit_code() is not None:
-            return None
+            return False
         if client is None and os.path.isfile(apiserver.ca_cert):
-            client = ApiClient(ConnectionSettings(host=apiserver.url, ca_cert=apiserver.ca_cert,
-                                                  headers={"Authorization": f"Bearer {apiserver.token}"}, timeout=60.0))
+            client = _client(apiserver)
         if client is not None:
             try:
                 client.request("GET", "/readyz")
-                return client
+                return True
             except ApiError:
                 pass
         sleep(0.25)
-    return None
+    return False
+
+
+def _served_by_release(git_version: str) -> Dict[str, list]:
+    """Versions release data says the target's release serves, per resource ({} for a release it does not know)."""
+    try:
+        profile = load_profiles(None, None).get(".".join(git_version.lstrip("v").split(".")[:2]))
+    except KubeUpgradeError:
+        return {}
+    return {name: sorted(entry.served, reverse=True) for name, entry in profile.resources.items()}
+
+
+def _read(apiserver, etcd, stored, plan_: Plan, ready: bool):
+    """Read everything through the target; one that is up but not ready is still asked (its reads name the objects
+    it cannot decode); one that exited or serves nothing gives no reads."""
+    if not ready and (apiserver.exit_code() is not None or not os.path.isfile(apiserver.ca_cert)):
+        return []
+    client = _client(apiserver)
+    try:
+        served = reader.wait_for_custom_resources(client, stored, timeout=30.0 if ready else 5.0)
+        reader.probe(client, served, stored, _served_by_release(plan_.git_version))
+        return reader.read_all(client, stored, served, lambda name: reader.objects_under(etcd.url, stored.prefixes[name], plan_.prefix),
+                               plan_.names_limit)
+    except ApiError:
+        if ready:
+            raise
+        return []
 
 
 def _interrupted(signum, _frame):
@@ -267,17 +298,14 @@ def rehearse(plan_: Plan, warn=None) -> dict:
                                  "(the apiserver's --etcd-prefix) and the source", details={"source": source})
         apiserver = scratch.TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
         apiserver.start()
-        client = _wait_ready(apiserver, plan_.start_timeout)
+        started = _wait_ready(apiserver, plan_.start_timeout)
         ready = time.monotonic()
-        reads, start_problem, fatal = [], None, []
-        if client is None:
+        start_problem, fatal = None, []
+        if not started:
             fatal = model.problem_lines(apiserver.log_text())
             start_problem = model.start_failure(fatal, apiserver.exit_code(), ready - copied,
                                                 {k: FLAG_OPTIONS_BY_FLAG.get(k, k) for k in plan_.flags})
-        else:
-            served = reader.wait_for_custom_resources(client, stored, timeout=30.0)
-            reads = reader.read_all(client, stored, served, lambda name: reader.objects_under(etcd.url, stored.prefixes[name],
-                                                                                          plan_.prefix), plan_.names_limit)
+        reads = _read(apiserver, etcd, stored, plan_, started)
         done = time.monotonic()
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -285,7 +313,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
     result = model.summarize(reads, start_problem, plan_.fail_on)
     result.update(changed=False, binary=plan_.binary, target_git_version=plan_.git_version,
                   target_release=".".join(plan_.git_version.lstrip("v").split(".")[:2]), flags=dict(plan_.flags),
-                  source=source, room=room, started=client is not None, start_failure=start_problem, fatal_log=fatal,
+                  source=source, room=room, started=started, start_failure=start_problem, fatal_log=fatal,
                   outside_layout=stored.outside_layout, rehearsed_at=measured_at,
                   timings={"copy_seconds": round(copied - started_at, 2), "start_seconds": round(ready - copied, 2),
                            "read_seconds": round(done - ready, 2), "total_seconds": round(time.monotonic() - started_at, 2)})
