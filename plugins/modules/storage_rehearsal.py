@@ -201,6 +201,11 @@ fatal_log:
   returned: success
   type: list
   elements: str
+ignored_feature_gates:
+  description: Feature gates the target warned it does not know and ignores (builds that do not exit on them).
+  returned: success
+  type: list
+  elements: str
 target_git_version:
   description: What the binary reports (C(v1.33.5)).
   returned: success

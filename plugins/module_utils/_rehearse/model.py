@@ -126,6 +126,12 @@ def problem_lines(log_text: str, limit: int = 12) -> List[str]:
     return lines[:limit // 2] + lines[-(limit - limit // 2):]
 
 
+def ignored_gates(log_text: str) -> List[str]:
+    """Feature gates the target warned it does not know (some builds ignore them instead of exiting): a gate the
+    operator set that the target silently drops."""
+    return sorted(set(_GATE.findall(log_text)))
+
+
 def decode_errors_in(lines: Iterable[str]) -> List[str]:
     """Distinct ``Kind (group/version)`` the apiserver said it cannot decode."""
     found = []
@@ -178,13 +184,16 @@ def summarize(reads: List[ResourceRead], start_problem: Optional[dict], fail_on)
 
 
 def headline(result: dict) -> str:
+    """The outcome on one line; what the target cannot read is said whether or not ``fail_on`` makes it block."""
     target = result.get("target_git_version") or "the target"
     if result.get("start_failure"):
         return f"rehearsal blocks: {target} does not start on the copy of etcd ({result['start_failure']['reason']})"
     read = sum(e["objects_read"] for e in result["resources"].values())
-    if result["blocking"]:
-        shown = ", ".join(f"{b['subject']} ({b['verdict']})" for b in result["blocking"][:5])
-        return f"rehearsal blocks on {len(result['blocking'])} resource(s): {shown}; {target} read {read} object(s) in all"
+    bad = [(name, e["verdict"]) for name, e in result["resources"].items() if e["verdict"] != SAFE]
+    if bad:
+        shown = ", ".join(f"{name} ({verdict})" for name, verdict in bad[:5]) + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+        verb = "blocks on" if result["blocking"] else "finds (fail_on lets them through here)"
+        return f"rehearsal {verb} {len(bad)} resource(s) not safe: {shown}; {target} read {read} object(s) in all"
     return f"rehearsal passes: {target} read {read} object(s) of {len(result['resources'])} resource(s), nothing blocks"
 
 

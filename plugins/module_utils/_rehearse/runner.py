@@ -306,6 +306,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
             start_problem = model.start_failure(fatal, apiserver.exit_code(), ready - copied,
                                                 {k: FLAG_OPTIONS_BY_FLAG.get(k, k) for k in plan_.flags})
         reads = _read(apiserver, etcd, stored, plan_, started)
+        ignored = model.ignored_gates(apiserver.log_text())
         done = time.monotonic()
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -314,7 +315,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
     result.update(changed=False, binary=plan_.binary, target_git_version=plan_.git_version,
                   target_release=".".join(plan_.git_version.lstrip("v").split(".")[:2]), flags=dict(plan_.flags),
                   source=source, room=room, started=started, start_failure=start_problem, fatal_log=fatal,
-                  outside_layout=stored.outside_layout, rehearsed_at=measured_at,
+                  outside_layout=stored.outside_layout, rehearsed_at=measured_at, ignored_feature_gates=ignored,
                   timings={"copy_seconds": round(copied - started_at, 2), "start_seconds": round(ready - copied, 2),
                            "read_seconds": round(done - ready, 2), "total_seconds": round(time.monotonic() - started_at, 2)})
     result["report_text"] = model.render_text(result)
@@ -339,6 +340,10 @@ def run(kum) -> dict:
     """Entry point of the module; fails with the result when something blocks."""
     plan_ = plan(kum.params)
     result = rehearse(plan_, warn=kum.warn)
+    if result["ignored_feature_gates"]:
+        kum.warn(f"the target {result['target_git_version']} does not know the feature gate(s) "
+                 f"{', '.join(result['ignored_feature_gates'])} and ignores them: remove them from --feature-gates, or check "
+                 "that the feature they enable exists in the target release")
     result["msg"] = result["headline"]
     if result["blocking"]:
         kum.fail(result["headline"] + "\n" + result["report_text"], result=result,

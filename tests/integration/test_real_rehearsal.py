@@ -1,0 +1,262 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""storage_rehearsal on real binaries: the target kube-apiserver reads a copy of a real etcd.
+
+Upgrade (1.28 store, 1.32 binary) and rollback (1.32 store, 1.28 binary); from a live TLS etcd and from a
+snapshot file; encryption at rest; the check and upgrade.yml gating on it; and bad inputs that must leave
+nothing running.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from types import SimpleNamespace
+
+import pytest
+from real_binaries import (
+    PATHS_128,
+    REMOVED_IN_132,
+    UNREADABLE_ON_132,
+    delete_all,
+    explain,
+    report,
+    run,
+    seed_128_unreadable_on_132,
+    seed_132,
+    versions,
+)
+from realcp.plane import binary, release_flags
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner, scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+
+pytestmark = pytest.mark.slow
+
+
+def flags_of(release, drop=()):
+    flags = release_flags(release)
+    gates = {k: v for k, v in flags["feature_gates"].items() if k not in drop}
+    return {"feature_gates": ",".join(f"{k}={v}" for k, v in sorted(gates.items())),
+            "runtime_config": ",".join(f"{k}={v}" for k, v in sorted(flags["runtime_config"].items()))}
+
+
+def params_for(plane, release, tmp_path, **extra):
+    """Module options of a rehearsal of ``plane``'s etcd with ``release``'s binary and that release's flags."""
+    etcd = plane.etcd_settings
+    params = {"apiserver_binary": binary(release), "apiserver_manifest": "", "etcd_endpoints": etcd["endpoints"],
+              "etcd_ca_cert": etcd.get("ca_cert"), "etcd_client_cert": etcd.get("client_cert"),
+              "etcd_client_key": etcd.get("client_key"), "encryption_config": etcd.get("encryption_config"),
+              "work_dir": str(tmp_path), "pages_per_second": 0, "names_limit": -1, **flags_of(release)}
+    params.update(extra)
+    return params
+
+
+def rehearse(params):
+    return runner.rehearse(runner.plan(params))
+
+
+def by_verdict(result):
+    found = {}
+    for name, entry in result["resources"].items():
+        found.setdefault(entry["verdict"], {})[name] = entry
+    return found
+
+
+def nothing_left(work_dir):
+    leftovers = glob.glob(os.path.join(str(work_dir), scratch.PREFIX + "*"))
+    running = subprocess.run(["pgrep", "-f", os.path.join(str(work_dir), scratch.PREFIX)], capture_output=True, check=False)
+    return leftovers == [] and running.stdout.strip() == b""
+
+
+def test_upgrade_rehearsal_names_exactly_what_132_cannot_read_live_tls_etcd_and_snapshot_with_encryption(
+        real_plane_factory, tmp_path):
+    plane = real_plane_factory(["1.28"], etcd_tls=True, encryption=True)
+    seed_128_unreadable_on_132(plane)
+    live = rehearse(params_for(plane, "1.32", tmp_path))
+    verdicts = by_verdict(live)
+    assert set(verdicts.get("unsafe", {})) == UNREADABLE_ON_132, live["report_text"]
+    assert set(verdicts.get("removed", {})) == REMOVED_IN_132, live["report_text"]
+    assert set(verdicts) <= {"safe", "unsafe", "removed"}, live["report_text"]
+    assert verdicts["unsafe"]["resourceclaims.resource.k8s.io"]["undecodable_names"] == ["dra/claim"]
+    assert verdicts["unsafe"]["resourceclaimtemplates.resource.k8s.io"]["undecodable_names"] == ["dra/template"]
+    assert {n: e["removed_names"] for n, e in verdicts["removed"].items()} == {
+        "resourceclasses.resource.k8s.io": ["gpu"], "podschedulingcontexts.resource.k8s.io": ["dra/runner"],
+        "clustercidrs.networking.k8s.io": ["pods"]}
+    assert live["started"] and live["target_git_version"] == "v1.32.6" and live["source"]["kind"] == "etcd"
+    assert live["flags"]["encryption-provider-config"] == plane.encryption_config
+    assert nothing_left(tmp_path)
+
+    # The audit with release data names the same objects on the same store: they agree here.
+    audit = audit_runner.audit(audit_runner.build_request(dict(
+        etcd_endpoints=plane.etcd_settings["endpoints"], etcd_ca_cert=plane.etcd_settings["ca_cert"],
+        etcd_client_cert=plane.etcd_settings["client_cert"], etcd_client_key=plane.etcd_settings["client_key"],
+        encryption_config=plane.encryption_config, target_release="1.32", names_limit=-1)))
+    predicted = {name: entry["not_readable_names"] for name, entry in audit["resources"].items() if entry.get("not_readable_names")}
+    measured = {name: entry["undecodable_names"] for name, entry in verdicts["unsafe"].items()}
+    assert predicted == measured
+
+    # The same from a snapshot file (`etcdctl snapshot save`), restored with the etcd tools on the host.
+    snapshot = tmp_path / "before-upgrade.db"
+    etcd = plane.etcd_settings
+    subprocess.run(["etcdctl", f"--endpoints={etcd['endpoints'][0]}", f"--cacert={etcd['ca_cert']}", f"--cert={etcd['client_cert']}",
+                    f"--key={etcd['client_key']}", "snapshot", "save", str(snapshot)], check=True, capture_output=True,
+                   env=dict(os.environ, ETCDCTL_API="3"))
+    restored = rehearse(params_for(plane, "1.32", tmp_path, snapshot=str(snapshot)))
+    assert restored["source"]["kind"] == "snapshot"
+    assert {n: e["verdict"] for n, e in restored["resources"].items() if e["verdict"] != "safe"} == \
+        {n: e["verdict"] for n, e in live["resources"].items() if e["verdict"] != "safe"}
+    assert nothing_left(tmp_path)
+
+
+def test_rollback_rehearsal_with_128_after_132_wrote_names_each_object_and_that_it_never_becomes_ready(
+        real_plane_factory, tmp_path):
+    """1.32 writes FlowSchemas and PriorityLevelConfigurations v1, VAP v1 and ResourceClaims v1beta1; 1.28 reads
+    none of them and waits for its flow-control caches forever."""
+    plane = real_plane_factory(["1.32"], encryption=True, feature_gates={"1.32": {"MultiCIDRServiceAllocator": "false"}})
+    seed_132(plane)
+    result = rehearse(params_for(plane, "1.28", tmp_path, start_timeout=25,
+                                 **flags_of("1.28", drop=("StorageVersionAPI", "APIServerIdentity"))))
+    assert not result["started"] and result["start_failure"]["verdict"] == "unsafe", result["report_text"]
+    assert "FlowSchema (flowcontrol.apiserver.k8s.io/v1)" in result["start_failure"]["reason"]
+    assert any("no kind" in line for line in result["fatal_log"])
+    verdicts = by_verdict(result)
+    assert set(verdicts.get("unsafe", {})) == {"flowschemas.flowcontrol.apiserver.k8s.io",
+                                               "prioritylevelconfigurations.flowcontrol.apiserver.k8s.io",
+                                               "validatingadmissionpolicies.admissionregistration.k8s.io",
+                                               "resourceclaims.resource.k8s.io"}, result["report_text"]
+    assert set(verdicts.get("removed", {})) == {"deviceclasses.resource.k8s.io"}, result["report_text"]
+    assert verdicts["unsafe"]["resourceclaims.resource.k8s.io"]["undecodable_names"] == ["app/claim"]
+    assert verdicts["unsafe"]["validatingadmissionpolicies.admissionregistration.k8s.io"]["undecodable_names"] == ["app"]
+    assert "app" in verdicts["unsafe"]["flowschemas.flowcontrol.apiserver.k8s.io"]["undecodable_names"]
+    assert result["blocking"][0]["subject"] == "target apiserver start"
+    assert nothing_left(tmp_path)
+
+
+def test_upgrade_yml_gates_on_the_rehearsal_before_any_host_then_rolls_once_the_next_steps_are_followed(
+        real_plane_factory, ansible_playbook, tmp_path):
+    plane = real_plane_factory(["1.28", "1.28"], encryption=True)
+    seed_128_unreadable_on_132(plane)
+    rehearsal = {"apiserver_binary": binary("1.32"), "apiserver_manifest": "", "work_dir": str(tmp_path), **flags_of("1.32")}
+    extra = {"kubeupgrade_etcd": plane.etcd_settings, "kubeupgrade_etcd_become": False, "kubeupgrade_rehearsal": rehearsal}
+    blocked = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.32", **extra)
+    assert blocked.rc != 0, explain(blocked)
+    assert versions(plane) == ["v1.28.0", "v1.28.0"], "an apiserver was touched"
+    shown = blocked.stdout[blocked.stdout.find("Rehearse with the target"):][:3000]
+    assert "rehearsal finds (fail_on lets them through here) 5 resource(s) not safe" in shown, shown
+    found = report(tmp_path, "preflight-1.32")
+    named = {r["resource"]: r["objects_named"] for r in found["resources"] if r["verdict"] != "safe"}
+    assert named["resourceclaims.resource.k8s.io"] == ["dra/claim"], named
+    assert "Measured by the rehearsal with v1.32.6" in str(found["resources"]), found
+    for name in sorted(UNREADABLE_ON_132 | REMOVED_IN_132):  # the next step: delete them through the running apiservers
+        delete_all(plane, PATHS_128[name])
+    rolled = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.32", **extra)
+    assert rolled.rc == 0, explain(rolled)
+    assert "rehearsal passes" in rolled.stdout, explain(rolled)
+    assert versions(plane) == ["v1.32.6", "v1.32.6"]
+    assert nothing_left(tmp_path)
+
+
+# --- bad inputs: one clear error each, nothing left running --------------------------------------------------
+
+
+def fake_binary(tmp_path, name, body):
+    path = tmp_path / name
+    path.write_text("#!/bin/sh\n" + textwrap.dedent(body), encoding="utf-8")
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+    return str(path)
+
+
+@pytest.fixture
+def any_plane(real_plane_factory):
+    plane = real_plane_factory(["1.32"])
+    seed_132(plane)
+    return plane
+
+
+def test_bad_inputs_fail_clearly_before_anything_starts(any_plane, tmp_path):
+    good = params_for(any_plane, "1.33", tmp_path)
+    not_executable = tmp_path / "kube-apiserver-not-executable"
+    not_executable.write_text("", encoding="utf-8")
+    cases = [
+        ({"apiserver_binary": str(tmp_path / "missing")}, "apiserver_binary: .*missing does not exist"),
+        ({"apiserver_binary": str(not_executable)}, "apiserver_binary: .* is not executable"),
+        ({"apiserver_binary": "/bin/true"}, "apiserver_binary: /bin/true is not a kube-apiserver"),
+        ({"target_release": "1.32"}, "target_release is 1.32, but apiserver_binary .* reports v1.33.5"),
+        ({"etcd_binary": str(tmp_path / "no-etcd")}, "etcd_binary: .*no-etcd does not exist"),
+        ({"apiserver_manifest": str(tmp_path / "no-manifest.yaml")}, "apiserver_manifest: .* does not exist"),
+        ({"etcd_endpoints": None}, "Nothing to copy"),
+        ({"snapshot": str(tmp_path / "no.db")}, "snapshot: .*no.db does not exist"),
+        ({"work_dir": str(tmp_path / "nowhere")}, "work_dir: .* is not a writable directory"),
+        ({"encryption_config": str(tmp_path / "no-encryption.yaml")}, "encryption_config: .* does not exist on this host"),
+        ({"start_timeout": 1}, "start_timeout must be between 5 and 3600"),
+    ]
+    for change, pattern in cases:
+        with pytest.raises(ConfigurationError, match=pattern):
+            runner.plan(dict(good, **change))
+    assert nothing_left(tmp_path)
+
+
+def test_a_target_that_exits_a_corrupt_snapshot_and_one_never_ready_each_block_and_leave_nothing(any_plane, tmp_path):
+    exits = rehearse(params_for(any_plane, "1.33", tmp_path, service_cluster_ip_range="not-a-cidr"))
+    assert not exits["started"] and exits["start_failure"]["reason"].startswith("the target kube-apiserver exited with code")
+    assert any("not a valid cidr" in line for line in exits["fatal_log"]), exits["report_text"]
+    assert nothing_left(tmp_path)
+
+    # This build warns on a feature gate it does not know instead of exiting: the rehearsal says it was ignored.
+    ignored = rehearse(params_for(any_plane, "1.33", tmp_path, feature_gates="KubeUpgradeNoSuchGate=true"))
+    assert ignored["started"] and ignored["ignored_feature_gates"] == ["KubeUpgradeNoSuchGate"]
+
+    corrupt = tmp_path / "corrupt.db"
+    corrupt.write_bytes(os.urandom(4096))
+    with pytest.raises(RehearsalError, match="snapshot: .*corrupt.db could not be restored"):
+        rehearse(params_for(any_plane, "1.33", tmp_path, snapshot=str(corrupt)))
+    assert nothing_left(tmp_path)
+
+    never = fake_binary(tmp_path, "kube-apiserver", """
+        case "$1" in --version) echo "Kubernetes v1.33.5"; exit 0;; esac
+        exec sleep 600
+    """)
+    started = time.monotonic()
+    hangs = rehearse(params_for(any_plane, "1.33", tmp_path, apiserver_binary=never, start_timeout=5))
+    assert time.monotonic() - started < 60
+    assert not hangs["started"] and "did not become ready within 5 s" in hangs["start_failure"]["reason"]
+    assert nothing_left(tmp_path)
+
+
+def test_not_enough_disk_is_said_with_what_it_needs(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner.shutil, "disk_usage", lambda _path: SimpleNamespace(free=10 << 20))
+    with pytest.raises(RehearsalError, match=r"has 10 MiB free; the copy of 100 MiB of etcd data needs 456 MiB"):
+        runner.check_room(100 << 20, str(tmp_path))
+
+
+def test_a_killed_run_is_cleaned_up_by_the_next_one(any_plane, tmp_path):
+    """SIGKILL of the process running the rehearsal: its children die with it, the next run removes its directory."""
+    never = fake_binary(tmp_path, "kube-apiserver", """
+        case "$1" in --version) echo "Kubernetes v1.33.5"; exit 0;; esac
+        exec sleep 600
+    """)
+    params = params_for(any_plane, "1.33", tmp_path, apiserver_binary=never, start_timeout=300)
+    code = ("import sys, json; from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner; "
+            "runner.rehearse(runner.plan(json.loads(sys.argv[1])))")
+    child = subprocess.Popen([sys.executable, "-c", code, json.dumps(params)], env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    deadline = time.monotonic() + 60
+    while not glob.glob(str(tmp_path / (scratch.PREFIX + "*") / "kube-apiserver.log")):
+        assert time.monotonic() < deadline, "the rehearsal never started its apiserver"
+        time.sleep(0.2)
+    os.kill(child.pid, signal.SIGKILL)
+    child.wait()
+    time.sleep(1)
+    assert glob.glob(str(tmp_path / (scratch.PREFIX + "*"))), "the killed run's directory should still be there"
+    assert subprocess.run(["pgrep", "-f", str(tmp_path / scratch.PREFIX)], capture_output=True, check=False).stdout == b"", \
+        "its children outlived it"
+    assert scratch.remove_stale(str(tmp_path))
+    assert nothing_left(tmp_path)
