@@ -15,7 +15,8 @@ description:
     nothing is ever removed here (only a completed migration shrinks the list). The heartbeat is refreshed when
     older than O(heartbeat_interval).
   - Installs the StorageState CRD when it is missing, unless O(install_crd=false).
-  - Idempotent - a second run with nothing new reports C(changed=false).
+  - Idempotent - a second run with nothing new (with O(audit), also a new audit that finds the same) writes nothing
+    and reports C(changed=false).
 author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
   - kubeupgrade.storage.connection
@@ -36,7 +37,12 @@ options:
     default: true
   heartbeat_interval:
     description:
-      - Seconds after which an unchanged record's C(lastHeartbeatTime) is refreshed anyway.
+      - Seconds after which an unchanged record's C(lastHeartbeatTime) is refreshed anyway. A record that would
+        not change otherwise is not written before then, so a re-run writes nothing.
+      - Right after a run, every record it looked at has a C(lastHeartbeatTime) younger than O(heartbeat_interval), and
+        never later than the run that last wrote it. So a
+        O(kubeupgrade.storage.storage_version_check#module:record_max_age) of at least O(heartbeat_interval) keeps
+        trusting the records each run looks at, and still distrusts a record nobody looked at for longer.
     type: int
     default: 600
   state:
@@ -58,8 +64,14 @@ options:
         C(Unknown) stays when some stored value could not be read. The record is annotated with when
         (C(storage.kubeupgrade.io/measured-at), the audit's C(measured_at)) and where
         (C(storage.kubeupgrade.io/measured-from), the etcd endpoint and prefix) it was measured.
+      - A later audit that finds what the record already says (the same persisted and current hashes, the same hashes
+        per apiserver) does not rewrite it - each audited pre-flight would otherwise rewrite every record. The record
+        keeps the C(lastHeartbeatTime) and the measured-at and measured-from of the audit that last wrote it until its
+        C(lastHeartbeatTime) is O(heartbeat_interval) old; the next such audit then writes them together, from itself.
+        A record whose hashes the audit finds changed is written at once.
       - A hash that an apiserver reports now but that etcd did not hold is kept (objects may be written in it after the
-        measurement, while apiservers disagree). A record already set from a later audit is not set from an older one.
+        measurement, while apiservers disagree). A record already set from a later audit is not set from an older one
+        (compared with the measured-at the record carries - an audit that only confirmed it is not remembered).
       - A resource the audit did not measure keeps the usual bookkeeping (C(Unknown) for a new record) - when the audit
         was limited to some O(kubeupgrade.storage.storage_version_audit#module:resources), or found keys outside the
         apiserver's key layout (they might belong to it).

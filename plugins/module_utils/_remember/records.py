@@ -90,12 +90,15 @@ STORAGE_STATE_CRD = {
 
 @dataclass
 class RecordPlan:
-    """What to do with one StorageState: ``create``, ``update`` or ``unchanged``, and why."""
+    """What to do with one StorageState: ``create``, ``update`` or ``unchanged``, and why.
+
+    ``annotations`` are set on the record (the others are kept); one whose value is None is removed.
+    """
 
     action: str
     status: dict
     reasons: List[str] = field(default_factory=list)
-    annotations: Dict[str, str] = field(default_factory=dict)
+    annotations: Dict[str, Optional[str]] = field(default_factory=dict)
 
     @property
     def changed(self) -> bool:
@@ -207,14 +210,23 @@ def migrated_status(current_hash_value: str, now: datetime) -> dict:
     }
 
 
+def migrated_annotations(existing: Optional[StorageStateRecord]) -> Dict[str, Optional[str]]:
+    """The annotations a completed migration removes: after it, persisted is what the migration wrote, not what an
+    audit measured, so a record set from an audit no longer says when and where it was measured (the next audit
+    that finds ``[current]`` writes them again, from itself)."""
+    found = (existing.annotations or {}) if existing else {}
+    return {key: None for key in (MEASURED_AT_ANNOTATION, MEASURED_FROM_ANNOTATION) if key in found}
+
+
 def storage_state_object(name: str, status: dict, annotations: Optional[dict] = None,
                          resource_version: Optional[str] = None) -> dict:
     """A StorageState object shaped like kube-storage-version-migrator's trigger writes it, named like its resource."""
     parsed = GroupResource.parse(name)
     group, resource = parsed.group, parsed.resource
     metadata = {"name": name}
+    annotations = {key: value for key, value in (annotations or {}).items() if value is not None}
     if annotations:
-        metadata["annotations"] = dict(annotations)
+        metadata["annotations"] = annotations
     if resource_version:
         metadata["resourceVersion"] = resource_version
     return {
@@ -385,12 +397,31 @@ def _newer_measurement(existing: Optional[StorageStateRecord], measured_at: str)
     return recorded if when is not None and this is not None and when > this else None
 
 
+def _measured_content_changes(existing: StorageStateRecord, status: dict, observed_annotation: str) -> List[str]:
+    """What a measurement would change in what the record says, besides when and where it was measured."""
+    changes = []
+    if list(existing.persisted_hashes) != status["persistedStorageVersionHashes"]:
+        changes.append("persistedStorageVersionHashes")
+    if (existing.current_hash or "") != status["currentStorageVersionHash"]:
+        changes.append("currentStorageVersionHash")
+    if existing.annotations.get(OBSERVED_HASHES_ANNOTATION) != observed_annotation:
+        changes.append("hashes reported per apiserver")
+    if parse_time(existing.annotations.get(MEASURED_AT_ANNOTATION)) is None:
+        changes.append("not set from an audit before")
+    return changes
+
+
 def plan_record_from_audit(existing: Optional[StorageStateRecord], observed: Dict[str, str], measured: MeasuredRecord,
                            now: datetime, heartbeat_interval: int) -> RecordPlan:
     """Plan one record from a measurement: persisted := what etcd holds, annotated with when and where it was read.
 
     A record already set from a newer measurement is not rolled back to an older one: it is planned from
-    the apiservers' hashes as usual. A second run with the same audit plans nothing.
+    the apiservers' hashes as usual. A measurement that finds what the record already says (same persisted and
+    current hashes, same hashes per apiserver, set from an audit before) confirms it: like an unchanged record
+    of ``plan_record``, it is rewritten only when its ``lastHeartbeatTime`` is ``heartbeat_interval`` old, and
+    then ``lastHeartbeatTime`` and the measured-at/-from annotations move together. Until then the record keeps
+    the times of the run and the measurement that last wrote it (never a later look than it carries), and an
+    audited run writes only what changed. A second run with the same audit plans nothing.
     """
     newer = _newer_measurement(existing, measured.measured_at)
     if newer:
@@ -398,21 +429,26 @@ def plan_record_from_audit(existing: Optional[StorageStateRecord], observed: Dic
         plan.reasons.append(f"not set from this audit ({measured.measured_at}): the record was measured later, at {newer}")
         return plan
     observed = {endpoint: value for endpoint, value in (observed or {}).items() if value}
-    annotations = {OBSERVED_HASHES_ANNOTATION: _observed_annotation(observed), MEASURED_AT_ANNOTATION: measured.measured_at,
+    observed_annotation = _observed_annotation(observed)
+    annotations = {OBSERVED_HASHES_ANNOTATION: observed_annotation, MEASURED_AT_ANNOTATION: measured.measured_at,
                    MEASURED_FROM_ANNOTATION: measured.source}
     current = current_hash(observed, existing.current_hash if existing else None) or ""
     status = {"persistedStorageVersionHashes": list(measured.persisted), "currentStorageVersionHash": current,
               "lastHeartbeatTime": format_time(now)}
     if existing is None:
         return RecordPlan(CREATE, status, list(measured.reasons), annotations)
-    changed = (list(existing.persisted_hashes) != status["persistedStorageVersionHashes"]
-               or (existing.current_hash or "") != current
-               or any(existing.annotations.get(k) != v for k, v in annotations.items()))
-    last = parse_time(existing.last_heartbeat)
-    if changed:
+    if _measured_content_changes(existing, status, observed_annotation):
         return RecordPlan(UPDATE, status, list(measured.reasons), annotations)
+    last = parse_time(existing.last_heartbeat)
     if last is not None and _aware(now) - last < timedelta(seconds=int(heartbeat_interval)):
+        # Confirmed, not rewritten: the record keeps its heartbeat and the measurement that wrote it.
         status["lastHeartbeatTime"] = existing.last_heartbeat
-        return RecordPlan(UNCHANGED, status, [], annotations)
+        kept = {key: existing.annotations[key] for key in (MEASURED_AT_ANNOTATION, MEASURED_FROM_ANNOTATION)
+                if key in existing.annotations}
+        confirmed = (f"the audit at {measured.measured_at} found what the record says (set from the measurement at "
+                     f"{existing.annotations.get(MEASURED_AT_ANNOTATION)}): not rewritten before its lastHeartbeatTime "
+                     f"is {heartbeat_interval}s old")
+        return RecordPlan(UNCHANGED, status, [confirmed], {OBSERVED_HASHES_ANNOTATION: observed_annotation, **kept})
     reason = f"lastHeartbeatTime older than {heartbeat_interval}s" if last else "lastHeartbeatTime missing"
-    return RecordPlan(UPDATE, status, [reason], annotations)
+    return RecordPlan(UPDATE, status, [f"{reason}: measured again in etcd ({measured.source}) at {measured.measured_at}, "
+                                       "unchanged"], annotations)

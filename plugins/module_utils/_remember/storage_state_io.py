@@ -139,7 +139,8 @@ def _write(client, name: str, existing: Optional[dict], plan) -> dict:
     if any(annotations.get(k) != v for k, v in (plan.annotations or {}).items()):
         updated = dict(existing)
         metadata = dict(existing.get("metadata") or {})
-        metadata["annotations"] = {**annotations, **plan.annotations}
+        merged = {**annotations, **plan.annotations}
+        metadata["annotations"] = {key: value for key, value in merged.items() if value is not None}
         updated["metadata"] = metadata
         current = client.put(f"{STATES_PATH}/{name}", updated)
     if (current.get("status") or {}) != plan.status:
@@ -204,7 +205,8 @@ def apply_records(client, observed: Dict[str, Dict[str, str]], existing: Dict[st
 def mark_migrated(cluster_client, resource_name: str, current_hash: str, now=None, check_mode: bool = False) -> RecordChange:
     """After a completed migration every object is in ``current_hash``: persisted := [current].
 
-    Written with resourceVersion; a 409 re-reads and retries (bounded). A missing record is created.
+    Written with resourceVersion; a 409 re-reads and retries (bounded). A missing record is created. A record set
+    from an audit loses its measured-at/-from annotations: its persisted list is now the migration's, not a measurement.
     """
     if not current_hash or current_hash == UNKNOWN:
         raise KubeUpgradeError(f"cannot mark {resource_name} migrated without its current storage hash")
@@ -215,7 +217,10 @@ def mark_migrated(cluster_client, resource_name: str, current_hash: str, now=Non
         if obj is not None and (obj.get("status") or {}).get("persistedStorageVersionHashes") == [current_hash] \
                 and (obj.get("status") or {}).get("currentStorageVersionHash") == current_hash:
             return RecordChange(resource_name, UNCHANGED, _view(obj), _view(obj), ["already migrated"])
-        plan = records.RecordPlan(records.CREATE if obj is None else records.UPDATE, status, ["migration completed"])
+        dropped = records.migrated_annotations(records.record_from_object(obj) if obj is not None else None)
+        reasons = ["migration completed"] + (["the measurement it was set from no longer describes it: measured-at "
+                                              "and measured-from removed"] if dropped else [])
+        plan = records.RecordPlan(records.CREATE if obj is None else records.UPDATE, status, reasons, dropped)
         if check_mode:
             after = records.storage_state_object(resource_name, status)
             return RecordChange(resource_name, _ACTION_WORDS[plan.action], _view(obj), _view(after), plan.reasons)
