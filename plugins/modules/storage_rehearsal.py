@@ -103,7 +103,7 @@ options:
   feature_gates:
     description:
       - The target apiserver's C(--feature-gates). C("") drops the manifest's. A gate the target release does not know makes
-        it exit: the rehearsal names it.
+        an upstream apiserver exit (the rehearsal names it); builds that only warn are reported in RV(ignored_feature_gates).
     type: str
   etcd_prefix:
     description: The apiserver's C(--etcd-prefix). Default the manifest's, else C(/registry).
