@@ -116,6 +116,15 @@ options:
       - The apiserver's C(--service-cluster-ip-range) (its IP allocation check reads the stored Services and IPAddresses at
         start). Default the manifest's, else C(10.96.0.0/12).
     type: str
+  target_crds:
+    description:
+      - Target CRD manifests (paths of files or directories, inline YAML, or dictionaries, as for
+        M(kubeupgrade.storage.storage_version_check)), applied to the copy only once the target is up. A manifest the
+        apiserver refuses (a version still in C(status.storedVersions) dropped) makes its resource C(unsafe); custom
+        resources are then read through the applied manifests. The cluster's CRDs are never touched.
+    type: list
+    elements: raw
+    default: []
   work_dir:
     description: Where the private scratch directory is made. Default the system's temporary directory.
     type: path
@@ -181,7 +190,7 @@ resources:
   description:
     - Per resource with stored objects - C(keys) stored in the copy, C(served), C(served_as) (the group/version read),
       C(objects_read), C(undecodable) with C(undecodable_names) and C(decode_errors), C(removed_names), C(error),
-      C(verdict), C(reason), C(next_step).
+      C(manifest) (a target CRD manifest C(applied) or C(rejected) on the copy), C(verdict), C(reason), C(next_step).
   returned: success
   type: dict
 counts:
@@ -282,6 +291,7 @@ def argument_spec() -> dict:
         etcd_prefix=dict(type="str"),
         storage_media_type=dict(type="str"),
         service_cluster_ip_range=dict(type="str"),
+        target_crds=dict(type="list", elements="raw", default=[]),
         work_dir=dict(type="path"),
         start_timeout=dict(type="float", default=120),
         names_limit=dict(type="int", default=20),

@@ -23,7 +23,9 @@ import pytest
 from real_binaries import (
     PATHS_128,
     REMOVED_IN_132,
+    SCHEMA,
     UNREADABLE_ON_132,
+    WIDGETS_ALPHA_CRD,
     delete_all,
     explain,
     report,
@@ -31,6 +33,7 @@ from real_binaries import (
     seed_128_unreadable_on_132,
     seed_132,
     versions,
+    wait_for,
 )
 from realcp.plane import binary, release_flags
 
@@ -259,4 +262,50 @@ def test_a_killed_run_is_cleaned_up_by_the_next_one(any_plane, tmp_path):
     assert subprocess.run(["pgrep", "-f", str(tmp_path / scratch.PREFIX)], capture_output=True, check=False).stdout == b"", \
         "its children outlived it"
     assert scratch.remove_stale(str(tmp_path))
+    assert nothing_left(tmp_path)
+
+
+def test_target_crd_manifests_are_applied_to_the_copy_only_a_refused_one_blocks_a_kept_version_reads(any_plane, tmp_path):
+    """widgets.example.com stores v1alpha1 objects; a manifest that drops v1alpha1 is refused (storedVersions), one
+    that keeps it serving and moves storage to v1 is applied and every widget is read through it."""
+    any_plane.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", WIDGETS_ALPHA_CRD)
+    wait_for(lambda: any_plane.request("GET", "/apis/example.com/v1alpha1/widgets")[0] == 200, "widgets to be served")
+    any_plane.create("/apis/example.com/v1alpha1/namespaces/default/widgets",
+                     {"apiVersion": "example.com/v1alpha1", "kind": "Widget", "metadata": {"name": "w"}, "spec": {"size": 1}})
+    v1 = {"name": "v1", "served": True, "storage": True, "schema": SCHEMA}
+    dropping = {**WIDGETS_ALPHA_CRD, "spec": {**WIDGETS_ALPHA_CRD["spec"], "versions": [v1]}}
+    keeping = {**WIDGETS_ALPHA_CRD, "spec": {**WIDGETS_ALPHA_CRD["spec"], "versions": [
+        {"name": "v1alpha1", "served": True, "storage": False, "schema": SCHEMA}, v1]}}
+
+    refused = rehearse(params_for(any_plane, "1.33", tmp_path, target_crds=[dropping]))
+    entry = refused["resources"]["widgets.example.com"]
+    assert entry["verdict"] == "unsafe" and entry["manifest"].startswith("rejected"), refused["report_text"]
+    assert "storedVersions" in entry["manifest"], entry
+    assert [b["subject"] for b in refused["blocking"]] == ["widgets.example.com"]
+
+    kept = rehearse(params_for(any_plane, "1.33", tmp_path, target_crds=[keeping]))
+    entry = kept["resources"]["widgets.example.com"]
+    assert entry["verdict"] == "safe" and entry["manifest"] == "applied" and entry["objects_read"] == 1, kept["report_text"]
+    # The cluster's CRD is untouched: the manifests went to the copy only.
+    status, crd = any_plane.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com")
+    assert status == 200 and [v["name"] for v in crd["spec"]["versions"]] == ["v1alpha1"]
+    assert nothing_left(tmp_path)
+
+
+def test_a_port_taken_between_the_pick_and_the_bind_is_picked_again(any_plane, tmp_path, monkeypatch):
+    """Another process binds a port after the rehearsal picked it (the scratch etcd's client port, then the
+    apiserver's): each starts again elsewhere."""
+    import socket
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen(1)
+    taken = holder.getsockname()[1]
+    picks = iter([taken, 0, 0, 0, taken])  # etcd client, etcd peer; again both; the apiserver
+    real_pick = scratch.free_port
+    monkeypatch.setattr(scratch, "free_port", lambda: next(picks, None) or real_pick())
+    try:
+        result = rehearse(params_for(any_plane, "1.33", tmp_path))
+    finally:
+        holder.close()
+    assert result["started"] and result["verdict"] == "safe", result["report_text"]
     assert nothing_left(tmp_path)

@@ -21,8 +21,8 @@ def _looks_inline(text: str) -> bool:
     return "\n" in text or text.lstrip().startswith(("{", "apiVersion", "kind", "---"))
 
 
-def load_target_crds(items) -> dict:
-    """Paths (files or directories) and inline manifests -> {name: ObservedCrd}; one clear error per bad item."""
+def read_items(items) -> list:
+    """Paths (files or directories) and inline manifests -> [(label, manifest text or object)]; one clear error per bad item."""
     loaded = []
     for index, item in enumerate(items or []):
         if isinstance(item, str) and not _looks_inline(item):
@@ -48,10 +48,24 @@ def load_target_crds(items) -> dict:
                                         "give CRD manifests as YAML or JSON files") from None
         else:
             loaded.append((f"target_crds #{index + 1}", item))
+    return loaded
+
+
+def _load(items, parse) -> dict:
     result = {}
-    for label, item in loaded:
-        for name, crd in crds.parse_manifests([item], label=label).items():
+    for label, item in read_items(items):
+        for name, crd in parse([item], label=label).items():
             if name in result:
                 raise ManifestError(f"{label}: CRD {name} is given more than once in target_crds")
             result[name] = crd
     return result
+
+
+def load_target_crds(items) -> dict:
+    """Paths (files or directories) and inline manifests -> {name: ObservedCrd}; one clear error per bad item."""
+    return _load(items, crds.parse_manifests)
+
+
+def load_target_crd_objects(items) -> dict:
+    """The same manifests as the objects given, {name: dict}, for applying them (to a rehearsal's copy only)."""
+    return _load(items, crds.manifest_objects)

@@ -111,11 +111,20 @@ def _flatten(obj, where: str) -> list:
     return [(where, obj)]
 
 
+def manifest_objects(items, label: str = "target CRD manifest") -> Dict[str, dict]:
+    """Target CRD manifests as the objects given, by name, each checked as ``parse_manifests`` checks it."""
+    return {name: obj for name, (_crd, obj) in _parsed(items, label).items()}
+
+
 def parse_manifests(items, label: str = "target CRD manifest") -> Dict[str, ObservedCrd]:
     """Target CRD manifests by name; one ManifestError naming the item (and document) that is wrong."""
+    return {name: crd for name, (crd, _obj) in _parsed(items, label).items()}
+
+
+def _parsed(items, label: str) -> Dict[str, tuple]:
     if isinstance(items, (dict, str)):
         items = [items]
-    result: Dict[str, ObservedCrd] = {}
+    result: Dict[str, tuple] = {}
     for index, item in enumerate(items or []):
         where = f"{label} #{index + 1}"
         docs = _documents(item, where)
@@ -125,7 +134,7 @@ def parse_manifests(items, label: str = "target CRD manifest") -> Dict[str, Obse
                 crd = crd_from_object(obj, obj_where)
                 if crd.name in result:
                     raise errors.ManifestError(f"{obj_where}: CRD {crd.name} is given more than once")
-                result[crd.name] = crd
+                result[crd.name] = (crd, obj)
     return result
 
 

@@ -81,11 +81,18 @@ class ResourceRead:
     removed_names: List[str] = field(default_factory=list)
     error: Optional[str] = None  # a read failure that is not a decode failure
     decode_errors: List[str] = field(default_factory=list)  # distinct apiserver messages, e.g. no kind "X" is registered ...
+    manifest: Optional[str] = None  # a target CRD manifest applied to the copy: "applied" or "rejected: <why>"
 
 
 def verdict_of(read: ResourceRead) -> dict:
     """The measured verdict of one resource, with its reason and next step."""
     shown = ", ".join(read.undecodable_names or read.removed_names)
+    if read.manifest and read.manifest.startswith("rejected"):
+        return {"verdict": UNSAFE, "reason": f"the target CRD manifest of {read.resource} was refused on the copy "
+                                             f"({read.manifest[len('rejected: '):]}); applied to the cluster it would be too",
+                "next_step": f"rewrite the objects of {read.resource} in a version the manifest keeps and prune the CRD's "
+                             f"status.storedVersions (kubeupgrade.storage.storage_migration with resources: [{read.resource}] "
+                             "and the manifest as target_crds), then rehearse again"}
     if not read.served:
         return {"verdict": REMOVED, "reason": f"the target does not serve {read.resource}, and {read.keys} object(s) of it are "
                                               f"stored{': ' + shown if shown else ''}",

@@ -9,6 +9,7 @@ target does not serve are the removed ones. Names are bounded by ``names_limit``
 
 from __future__ import annotations
 
+import copy
 import itertools
 import time
 from dataclasses import dataclass, field
@@ -130,6 +131,38 @@ def wait_for_custom_resources(client, stored: StoredKeys, timeout: float, sleep=
         sleep(0.5)
 
 
+def apply_crds(client, objects: Dict[str, dict]) -> Dict[str, str]:
+    """Apply the target CRD manifests to the copy (never the cluster): name -> ``applied`` or ``rejected: <why>``.
+
+    A manifest that drops a version still in ``status.storedVersions`` is rejected by the apiserver (422), as it
+    would be in the cluster."""
+    outcome = {}
+    for name, obj in sorted(objects.items()):
+        body = copy.deepcopy(obj)
+        body.setdefault("apiVersion", "apiextensions.k8s.io/v1")
+        body.setdefault("kind", "CustomResourceDefinition")
+        for attempt in range(5):
+            current = client.get_or_none(paths.crd(name))
+            try:
+                if current is None:
+                    client.post(paths.CRD_COLLECTION, body)
+                else:
+                    body.setdefault("metadata", {})["resourceVersion"] = current["metadata"]["resourceVersion"]
+                    client.put(paths.crd(name), body)
+                outcome[name] = "applied"
+                break
+            except EndpointUnreachable:
+                raise
+            except ApiError as error:
+                if error.status == 409 and attempt < 4:  # the CRD controllers write its status meanwhile
+                    continue
+                if error.status in (400, 403, 409, 422):
+                    outcome[name] = f"rejected: {(error.api_message or str(error))[:400]}"
+                    break
+                raise
+    return outcome
+
+
 def _count_list(client, path: str) -> int:
     count, token = 0, None
     while True:
@@ -149,7 +182,7 @@ def _read_one_by_one(client, read: ResourceRead, served, objects: Iterator[keys_
     for info in objects:
         path = paths.resource_collection(group, version, info.resource, info.namespace) + "/" + quote(info.name, safe="")
         try:
-            client.get(path, accept=METADATA_LIST.split(",")[-1])
+            client.get(path, accept="application/json")
             read.objects_read += 1
         except EndpointUnreachable:
             raise
@@ -168,13 +201,26 @@ def _read_one_by_one(client, read: ResourceRead, served, objects: Iterator[keys_
                 return
 
 
-def read_all(client, stored: StoredKeys, served: Served, objects_of: Callable[[str], Iterator[keys_mod.KeyInfo]],
-             names_limit: int) -> List[ResourceRead]:
-    """One ResourceRead per stored resource: LIST it through the target, or name what fails one by one."""
+@dataclass
+class ReadOptions:
+    """How to read: the stored objects of a resource (from the copy), how many names to give, manifests applied."""
+
+    objects_of: Callable[[str], Iterator[keys_mod.KeyInfo]]
+    names_limit: int = 20
+    manifests: Dict[str, str] = field(default_factory=dict)  # CRD name -> applied / rejected: <why>
+
+
+def read_all(client, stored: StoredKeys, served: Served, options: ReadOptions) -> List[ResourceRead]:
+    """One ResourceRead per stored resource (and per target CRD manifest): LIST it through the target, or name what
+    fails one by one."""
     reads = []
-    for name in sorted(stored.counts):
-        read = ResourceRead(resource=name, keys=stored.counts[name])
+    manifests, objects_of, names_limit = options.manifests, options.objects_of, options.names_limit
+    for name in sorted(set(stored.counts) | set(manifests)):
+        read = ResourceRead(resource=name, keys=stored.counts.get(name, 0), manifest=manifests.get(name))
         reads.append(read)
+        if not read.keys:
+            read.served = True
+            continue
         where = served.resources.get(name)
         group = name.split(".", 1)[1] if "." in name else ""
         failed = [gv for gv in served.failed if (gv.rsplit("/", 1)[0] if "/" in gv else "") == group]

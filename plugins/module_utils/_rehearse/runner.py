@@ -8,7 +8,6 @@ import os
 import re
 import shutil
 import signal
-import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crd_objects
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import model, reader, scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
@@ -58,6 +58,7 @@ class Plan:
     start_timeout: float = 120.0
     names_limit: int = 20
     fail_on: list = field(default_factory=lambda: list(DEFAULT_FAIL_ON))
+    target_crds: Dict[str, dict] = field(default_factory=dict)  # CRD name -> manifest, applied to the copy only
 
 
 def _executable(option: str, path: Optional[str], what: str) -> str:
@@ -72,12 +73,11 @@ def _executable(option: str, path: Optional[str], what: str) -> str:
 
 def binary_version(path: str) -> str:
     """``vX.Y.Z`` as the binary itself reports it; a ConfigurationError when it is not a kube-apiserver."""
-    try:
-        done = subprocess.run([path, "--version"], capture_output=True, timeout=30, check=False, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise ConfigurationError(f"apiserver_binary: {path} could not be run ({type(error).__name__}: {error})") from None
-    match = _VERSION.search(done.stdout.decode("utf-8", "replace"))
-    if done.returncode != 0 or not match:
+    code, out, error = scratch.run_tool([path, "--version"], timeout=30)
+    if code == -1:
+        raise ConfigurationError(f"apiserver_binary: {path} could not be run ({error})")
+    match = _VERSION.search(out)
+    if code != 0 or not match:
         raise ConfigurationError(f"apiserver_binary: {path} is not a kube-apiserver (`{os.path.basename(path)} --version` "
                                  "did not print `Kubernetes vX.Y.Z`); give the target release's kube-apiserver binary")
     return match.group(1)
@@ -166,7 +166,8 @@ def plan(params: dict) -> Plan:
     if not os.path.isdir(work_dir) or not os.access(work_dir, os.W_OK):
         raise ConfigurationError(f"work_dir: {work_dir} is not a writable directory")
     result = Plan(binary=binary, git_version=git_version, etcd_binary=etcd_binary, flags=flags, prefix=prefix, work_dir=work_dir,
-                  start_timeout=timeout, names_limit=names_limit, fail_on=fail_on)
+                  start_timeout=timeout, names_limit=names_limit, fail_on=fail_on,
+                  target_crds=load_target_crd_objects(params.get("target_crds") or []))
     if params.get("snapshot"):
         if not os.path.isfile(params["snapshot"]) or not os.access(params["snapshot"], os.R_OK):
             raise ConfigurationError(f"snapshot: {params['snapshot']} does not exist or is not a readable file")
@@ -261,10 +262,11 @@ def _read(apiserver, etcd, stored, plan_: Plan, ready: bool):
         return []
     client = _client(apiserver)
     try:
+        manifests = reader.apply_crds(client, plan_.target_crds) if plan_.target_crds else {}
         served = reader.wait_for_custom_resources(client, stored, timeout=30.0 if ready else 5.0)
         reader.probe(client, served, stored, _served_by_release(plan_.git_version))
-        return reader.read_all(client, stored, served, lambda name: reader.objects_under(etcd.url, stored.prefixes[name], plan_.prefix),
-                               plan_.names_limit)
+        objects_of = lambda name: reader.objects_under(etcd.url, stored.prefixes[name], plan_.prefix)  # noqa: E731
+        return reader.read_all(client, stored, served, reader.ReadOptions(objects_of, plan_.names_limit, manifests))
     except ApiError:
         if ready:
             raise
@@ -299,6 +301,9 @@ def rehearse(plan_: Plan, warn=None) -> dict:
         apiserver = scratch.TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
         apiserver.start()
         started = _wait_ready(apiserver, plan_.start_timeout)
+        if not started and apiserver.lost_its_port():
+            apiserver.restart_elsewhere()
+            started = _wait_ready(apiserver, plan_.start_timeout)
         ready = time.monotonic()
         start_problem, fatal = None, []
         if not started:

@@ -82,9 +82,17 @@ def remove_stale(work_dir: str) -> List[str]:
 
 
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port nothing listens on at 127.0.0.1 (the kernel's pick); a RehearsalError when loopback has none."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            return probe.getsockname()[1]
+    except OSError as error:
+        raise RehearsalError(f"no free port on 127.0.0.1 for the rehearsal's scratch etcd and apiserver ({error.strerror or error}); "
+                             "free some (the local port range is net.ipv4.ip_local_port_range) and rehearse again") from None
+
+
+PORT_TAKEN = "address already in use"  # what etcd and the apiserver log when another process took the port meanwhile
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -157,16 +165,23 @@ class Workspace:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def run_tool(argv: List[str], what: str, timeout: float = 600.0) -> str:
-    """Run a short-lived tool (the etcd restore, openssl); its last error line in a RehearsalError."""
+def run_tool(argv: List[str], timeout: float = 600.0, env: Optional[dict] = None) -> Tuple[int, str, str]:
+    """Run a short-lived tool (the binary's --version, the etcd restore, openssl): (exit code, stdout, last error line).
+
+    The rehearsal's processes are started here only: its etcd and apiserver run in the background for minutes,
+    which AnsibleModule.run_command cannot do (hence this file's sanity ignore entry)."""
     try:
-        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL)
+        done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False, stdin=subprocess.DEVNULL, env=env)
     except (OSError, subprocess.TimeoutExpired) as error:
-        raise RehearsalError(f"{what}: {argv[0]} could not be run ({type(error).__name__}: {error})") from None
-    if done.returncode != 0:
-        lines = [line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-        raise RehearsalError(f"{what} failed (exit {done.returncode}): {lines[-1] if lines else 'no message'}")
-    return done.stdout.decode("utf-8", "replace")
+        return -1, "", f"{type(error).__name__}: {error}"
+    lines = [line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    return done.returncode, done.stdout.decode("utf-8", "replace"), lines[-1][:300] if lines else ""
+
+
+def _tool(argv: List[str], what: str) -> None:
+    code, _out, error = run_tool(argv)
+    if code != 0:
+        raise RehearsalError(f"{what} failed ({argv[0]}, exit {code}): {error or 'no message'}")
 
 
 # --- the scratch etcd ---------------------------------------------------------------------------------------
@@ -182,6 +197,7 @@ class ScratchEtcd:
         self.data_dir = workspace.file("etcd-data")
         self.client_port, self.peer_port = free_port(), free_port()
         self.process = None
+        self.restored = False
 
     @property
     def url(self) -> str:
@@ -193,41 +209,54 @@ class ScratchEtcd:
 
     def restore(self, tool: str, snapshot: str) -> None:
         """Restore an ``etcdctl snapshot save`` file into the data directory (etcdutl, or etcdctl before 3.5)."""
-        env = dict(os.environ, ETCDCTL_API="3")
         argv = [tool, "snapshot", "restore", snapshot, f"--data-dir={self.data_dir}", f"--name={self.NAME}",
                 f"--initial-cluster={self.NAME}={self.peer_url}", f"--initial-advertise-peer-urls={self.peer_url}"]
-        try:
-            done = subprocess.run(argv, capture_output=True, timeout=600, check=False, env=env, stdin=subprocess.DEVNULL)
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise RehearsalError(f"etcd snapshot restore: {tool} could not be run ({type(error).__name__})") from None
-        if done.returncode != 0:
-            lines = [line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-            raise RehearsalError(f"snapshot: {snapshot} could not be restored with {tool} ({lines[-1][:300] if lines else 'no message'}): "
+        code, _out, error = run_tool(argv, env=dict(os.environ, ETCDCTL_API="3"))
+        if code != 0:
+            raise RehearsalError(f"snapshot: {snapshot} could not be restored with {tool} ({error or 'no message'}): "
                                  "is it an `etcdctl snapshot save` file, whole and uncorrupted? Take a new one and rehearse again")
+        self.restored = True
 
     def start(self, timeout: float = 60.0) -> None:
-        argv = [self.binary, f"--name={self.NAME}", f"--data-dir={self.data_dir}", f"--listen-client-urls={self.url}",
+        """Start it and wait until it answers; once more on other ports when one was taken since it was picked."""
+        for attempt in (1, 2):
+            self.process = self.workspace.start(self._argv(), "etcd.log")
+            if self._wait(timeout):
+                return
+            if attempt == 1 and PORT_TAKEN in self.workspace.log_text("etcd.log"):
+                self.workspace.stop(self.process)
+                os.replace(self.workspace.file("etcd.log"), self.workspace.file("etcd.log.port-taken"))
+                self.client_port = free_port()
+                if not self.restored:  # a restored member keeps the peer URL it was restored with
+                    self.peer_port = free_port()
+                continue
+            lines = [line for line in self.workspace.log_text("etcd.log").splitlines() if line.strip()]
+            exited = self.process.poll() is not None
+            how = f"exited at start (exit {self.process.returncode})" if exited else f"did not answer within {timeout:.0f} s"
+            raise RehearsalError(f"the scratch etcd ({self.binary}) {how}: {lines[-1][:300] if lines else 'no message'}")
+
+    def _argv(self) -> List[str]:
+        return [self.binary, f"--name={self.NAME}", f"--data-dir={self.data_dir}", f"--listen-client-urls={self.url}",
                 f"--advertise-client-urls={self.url}", f"--listen-peer-urls={self.peer_url}",
                 f"--initial-advertise-peer-urls={self.peer_url}", f"--initial-cluster={self.NAME}={self.peer_url}",
                 f"--max-txn-ops={TXN_OPS}", f"--max-request-bytes={TXN_BYTES + (1 << 20)}", "--quota-backend-bytes=8589934592",
                 "--snapshot-count=1000000", "--log-level=warn"]
-        self.process = self.workspace.start(argv, "etcd.log")
+
+    def _wait(self, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                lines = [line for line in self.workspace.log_text("etcd.log").splitlines() if line.strip()]
-                raise RehearsalError(f"the scratch etcd ({self.binary}) exited at start (exit {self.process.returncode}): "
-                                     f"{lines[-1][:300] if lines else 'no message'}")
+            if self.process.poll() is not None or PORT_TAKEN in self.workspace.log_text("etcd.log"):
+                return False
             try:
-                self._request("/v3/maintenance/status", {})
-                return
-            except (OSError, http.client.HTTPException, RehearsalError):
+                self._request("/v3/maintenance/status", {}, timeout=2.0)
+                return True
+            except (OSError, http.client.HTTPException, RehearsalError, ValueError):
                 time.sleep(0.2)
-        raise RehearsalError(f"the scratch etcd ({self.binary}) did not answer within {timeout:.0f} s")
+        return False
 
-    def _request(self, path: str, body: dict, connection=None) -> dict:
+    def _request(self, path: str, body: dict, connection=None, timeout: float = 120.0) -> dict:
         own = connection is None
-        connection = connection or http.client.HTTPConnection("127.0.0.1", self.client_port, timeout=120)
+        connection = connection or http.client.HTTPConnection("127.0.0.1", self.client_port, timeout=timeout)
         try:
             connection.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
             response = connection.getresponse()
@@ -276,8 +305,8 @@ def service_account_key(workspace: Workspace) -> Tuple[str, str]:
         if not shutil.which("openssl"):
             raise RehearsalError("a service-account key for the rehearsal needs the Python package cryptography or the "
                                  "openssl command on the host; install one of them") from None
-        run_tool(["openssl", "genrsa", "-out", private, "2048"], "generating a throwaway service-account key")
-        run_tool(["openssl", "rsa", "-in", private, "-pubout", "-out", public], "writing its public key")
+        _tool(["openssl", "genrsa", "-out", private, "2048"], "generating a throwaway service-account key")
+        _tool(["openssl", "rsa", "-in", private, "-pubout", "-out", public], "writing its public key")
         os.chmod(private, 0o600)
         return private, public
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -327,6 +356,15 @@ class TargetApiserver:
 
     def exit_code(self) -> Optional[int]:
         return self.process.poll() if self.process else None
+
+    def lost_its_port(self) -> bool:
+        """Whether it exited because another process took its port between the pick and the bind."""
+        return self.exit_code() is not None and PORT_TAKEN in self.log_text()
+
+    def restart_elsewhere(self) -> None:
+        self.port = free_port()
+        os.replace(self.workspace.file(self.LOG), self.workspace.file(self.LOG + ".port-taken"))
+        self.start()
 
     def log_text(self) -> str:
         return self.workspace.log_text(self.LOG)

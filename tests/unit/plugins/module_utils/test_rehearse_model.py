@@ -108,3 +108,24 @@ def test_a_target_that_did_not_start_is_a_blocking_finding_and_another_release_i
     with pytest.raises(ConfigurationError, match="registered result of kubeupgrade.storage.storage_rehearsal"):
         rehearsed.validate({"changed": False}, "1.33")
     rehearsed.validate(rehearsal(), "1.33")
+
+
+def test_no_free_port_on_loopback_is_one_clear_error(monkeypatch):
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
+
+    class Exhausted:
+        def __init__(self, *_args):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *_args):
+            return False
+
+        def bind(self, _address):
+            raise OSError(99, "Cannot assign requested address")
+
+    monkeypatch.setattr(scratch.socket, "socket", Exhausted)
+    with pytest.raises(scratch.RehearsalError, match="no free port on 127.0.0.1 .*Cannot assign requested address"):
+        scratch.free_port()
