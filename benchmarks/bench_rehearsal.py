@@ -509,9 +509,9 @@ def run_all(args, workdir, env, results):
 
     target = args.target_binary or binary(TARGET_RELEASE)
     etcd_binary = shutil.which("etcd")
+    version = subprocess.run([etcd_binary, "--version"], capture_output=True, text=True, check=False).stdout
     results.update(source_apiserver=binary(SOURCE_RELEASE), target_apiserver=target, etcd_binary=etcd_binary,
-                   etcd_version=subprocess.run([etcd_binary, "--version"], capture_output=True, text=True,
-                                                 check=False).stdout.split("\n")[0])
+                   etcd_version=version.split("\n")[0])
     plane = ControlPlane(os.path.join(workdir, "plane"), releases=[SOURCE_RELEASE], etcd_tls=True, encryption=True)
     try:
         started = time.perf_counter()

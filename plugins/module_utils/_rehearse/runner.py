@@ -265,7 +265,10 @@ def _read(apiserver, etcd, stored, plan_: Plan, ready: bool):
         manifests = reader.apply_crds(client, plan_.target_crds) if plan_.target_crds else {}
         served = reader.wait_for_custom_resources(client, stored, timeout=30.0 if ready else 5.0)
         reader.probe(client, served, stored, _served_by_release(plan_.git_version))
-        objects_of = lambda name: reader.objects_under(etcd.url, stored.prefixes[name], plan_.prefix)  # noqa: E731
+
+        def objects_of(name):
+            return reader.objects_under(etcd.url, stored.prefixes[name], plan_.prefix)
+
         return reader.read_all(client, stored, served, reader.ReadOptions(objects_of, plan_.names_limit, manifests))
     except ApiError:
         if ready:

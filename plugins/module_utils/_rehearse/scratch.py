@@ -310,10 +310,11 @@ def service_account_key(workspace: Workspace) -> Tuple[str, str]:
         os.chmod(private, 0o600)
         return private, public
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    workspace.write("sa.key", key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.TraditionalOpenSSL,
-                                                serialization.NoEncryption()).decode("ascii"))
-    workspace.write("sa.pub", key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                             serialization.PublicFormat.SubjectPublicKeyInfo).decode("ascii"))
+    pem = serialization.Encoding.PEM
+    private_pem = key.private_bytes(pem, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption())
+    public_pem = key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo)
+    workspace.write("sa.key", private_pem.decode("ascii"))
+    workspace.write("sa.pub", public_pem.decode("ascii"))
     return private, public
 
 
