@@ -125,6 +125,16 @@ options:
     type: list
     elements: raw
     default: []
+  migrate_with:
+    description:
+      - Rehearse the plan too. The binary the cluster runs now first migrates the copy (every stored resource rewritten
+        by the collection's client-side migrator, each CRD's C(status.storedVersions) pruned, as
+        M(kubeupgrade.storage.storage_migration) does), then the target reads it. The proof that the migration makes
+        everything readable, and a measured duration for the real one (RV(plan_migration)).
+      - "Keys: C(apiserver_binary) (required), and C(feature_gates), C(runtime_config), C(encryption_config),
+        C(etcd_prefix), C(storage_media_type), C(service_cluster_ip_range) overriding the manifest's flags (which
+        describe the current apiserver)."
+    type: dict
   work_dir:
     description: Where the private scratch directory is made. Default the system's temporary directory.
     type: path
@@ -243,6 +253,13 @@ outside_layout:
   description: Keys of the copy outside the apiserver's key layout (not read).
   returned: success
   type: int
+plan_migration:
+  description:
+    - With O(migrate_with), what the current binary did on the copy before the target read it - C(git_version),
+      C(objects_migrated), C(failed), C(seconds), and per resource C(migrated), C(failed), C(error),
+      C(pruned_stored_versions), C(seconds). Null without it.
+  returned: success
+  type: dict
 rehearsed_at:
   description: When the rehearsal started (UTC).
   returned: success
@@ -292,6 +309,7 @@ def argument_spec() -> dict:
         storage_media_type=dict(type="str"),
         service_cluster_ip_range=dict(type="str"),
         target_crds=dict(type="list", elements="raw", default=[]),
+        migrate_with=dict(type="dict"),
         work_dir=dict(type="path"),
         start_timeout=dict(type="float", default=120),
         names_limit=dict(type="int", default=20),

@@ -309,3 +309,40 @@ def test_a_port_taken_between_the_pick_and_the_bind_is_picked_again(any_plane, t
         holder.close()
     assert result["started"] and result["verdict"] == "safe", result["report_text"]
     assert nothing_left(tmp_path)
+
+
+def test_rehearsing_the_plan_migrates_the_copy_with_the_current_binary_then_the_target_manifest_applies(any_plane, tmp_path):
+    """widgets were stored as v1alpha1 before v1 became the storage version (storedVersions [v1alpha1, v1]); the
+    target manifest drops v1alpha1. Alone it is refused; with migrate_with the 1.32 binary rewrites the widgets
+    and prunes storedVersions on the copy, and the 1.33 binary then applies the manifest and reads every widget."""
+    any_plane.create("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", WIDGETS_ALPHA_CRD)
+    wait_for(lambda: any_plane.request("GET", "/apis/example.com/v1alpha1/widgets")[0] == 200, "widgets to be served")
+    for name in ("w1", "w2"):
+        any_plane.create("/apis/example.com/v1alpha1/namespaces/default/widgets",
+                         {"apiVersion": "example.com/v1alpha1", "kind": "Widget", "metadata": {"name": name}, "spec": {"size": 1}})
+    path = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/widgets.example.com"
+    v1 = {"name": "v1", "served": True, "storage": True, "schema": SCHEMA}
+    for _attempt in range(10):
+        crd = any_plane.request("GET", path)[1]
+        crd["spec"]["versions"] = [{"name": "v1alpha1", "served": True, "storage": False, "schema": SCHEMA}, v1]
+        if any_plane.request("PUT", path, crd)[0] == 200:
+            break
+        time.sleep(0.3)
+    target = {**WIDGETS_ALPHA_CRD, "spec": {**WIDGETS_ALPHA_CRD["spec"], "versions": [v1]}}
+
+    alone = rehearse(params_for(any_plane, "1.33", tmp_path, target_crds=[target]))
+    assert alone["resources"]["widgets.example.com"]["verdict"] == "unsafe", alone["report_text"]
+    assert alone["plan_migration"] is None
+
+    planned = rehearse(params_for(any_plane, "1.33", tmp_path, target_crds=[target],
+                                  migrate_with={"apiserver_binary": binary("1.32"), **flags_of("1.32")}))
+    entry = planned["resources"]["widgets.example.com"]
+    assert entry["verdict"] == "safe" and entry["manifest"] == "applied" and entry["objects_read"] == 2, planned["report_text"]
+    migrated = planned["plan_migration"]
+    assert migrated["git_version"] == "v1.32.6" and migrated["failed"] == 0, migrated
+    assert migrated["resources"]["widgets.example.com"]["migrated"] == 2
+    assert migrated["resources"]["widgets.example.com"]["pruned_stored_versions"] == ["v1"]
+    assert planned["verdict"] == "safe", planned["report_text"]
+    # The cluster is untouched: its CRD still lists both stored versions.
+    assert any_plane.request("GET", path)[1]["status"]["storedVersions"] == ["v1alpha1", "v1"]
+    assert nothing_left(tmp_path)

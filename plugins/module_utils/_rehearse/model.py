@@ -217,6 +217,10 @@ def render_text(result: dict) -> str:
         width = [min(max(len(r[i]) for r in rows), 48) for i in range(4)]
         lines += ["  ".join(cell[:48].ljust(width[i]) for i, cell in enumerate(row[:4])) + "  " + row[4] for row in rows]
         lines += [f"  {name}: {e['reason']}" for name, e in result["resources"].items() if e["verdict"] != SAFE]
+    planned = result.get("plan_migration")
+    if planned:
+        lines.append(f"plan: {planned['git_version']} migrated {planned['objects_migrated']} object(s) of the copy in "
+                     f"{planned['seconds']:.1f} s ({planned['failed']} failed) before the target read it")
     timing = result.get("timings") or {}
     lines.append(f"{result['counts'].get(SAFE, 0)} resource(s) safe; copy {timing.get('copy_seconds', 0):.1f} s, start "
                  f"{timing.get('start_seconds', 0):.1f} s, read {timing.get('read_seconds', 0):.1f} s")

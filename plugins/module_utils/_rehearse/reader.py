@@ -74,6 +74,7 @@ class Served:
 
     resources: Dict[str, Tuple[str, str, bool]] = field(default_factory=dict)
     failed: Dict[str, str] = field(default_factory=dict)  # group/version -> error
+    kinds: Dict[str, str] = field(default_factory=dict)  # resource name -> kind (a migration's writes name it)
 
 
 def discover(client) -> Served:
@@ -99,6 +100,7 @@ def discover(client) -> Served:
                 continue
             name = f"{plural}.{group}" if group else plural
             served.resources.setdefault(name, (group, version, bool(resource.get("namespaced"))))
+            served.kinds.setdefault(name, resource.get("kind", ""))
     return served
 
 
@@ -116,6 +118,7 @@ def probe(client, served: Served, stored: StoredKeys, candidates: Dict[str, List
             found = next((r for r in document.get("resources") or [] if r.get("name") == plural), None)
             if found is not None and "list" in (found.get("verbs") or []):
                 served.resources[name] = (group, version, bool(found.get("namespaced")))
+                served.kinds[name] = found.get("kind", "")
                 break
 
 

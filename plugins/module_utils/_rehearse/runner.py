@@ -20,7 +20,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client i
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crd_objects
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import model, reader, scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import migrate_copy, model, reader, scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
@@ -59,6 +59,8 @@ class Plan:
     names_limit: int = 20
     fail_on: list = field(default_factory=lambda: list(DEFAULT_FAIL_ON))
     target_crds: Dict[str, dict] = field(default_factory=dict)  # CRD name -> manifest, applied to the copy only
+    current: Optional[dict] = None  # rehearse the plan: {binary, git_version, flags} of the binary that migrates the copy first
+    migrate_timeout: float = 1800.0
 
 
 def _executable(option: str, path: Optional[str], what: str) -> str:
@@ -168,6 +170,7 @@ def plan(params: dict) -> Plan:
     result = Plan(binary=binary, git_version=git_version, etcd_binary=etcd_binary, flags=flags, prefix=prefix, work_dir=work_dir,
                   start_timeout=timeout, names_limit=names_limit, fail_on=fail_on,
                   target_crds=load_target_crd_objects(params.get("target_crds") or []))
+    result.current = _current(params.get("migrate_with"), manifest)
     if params.get("snapshot"):
         if not os.path.isfile(params["snapshot"]) or not os.access(params["snapshot"], os.R_OK):
             raise ConfigurationError(f"snapshot: {params['snapshot']} does not exist or is not a readable file")
@@ -181,6 +184,26 @@ def plan(params: dict) -> Plan:
                                  f"host whose {model.MANIFEST} names them")
     result.scan = audit_runner.scan_options(dict(params, etcd_prefix=prefix))
     return result
+
+
+def _current(options, manifest: Dict[str, str]) -> Optional[dict]:
+    """``migrate_with``: the binary running now, with the manifest's storage flags (it describes the current
+    apiserver) overridden by the dictionary's keys, as for the target."""
+    if not options:
+        return None
+    if not isinstance(options, dict) or not options.get("apiserver_binary"):
+        raise ConfigurationError("migrate_with must be a dictionary with apiserver_binary (the kube-apiserver binary the "
+                                 "cluster runs now), and optionally feature_gates, runtime_config, encryption_config")
+    unknown = set(options) - {"apiserver_binary", *FLAG_OPTIONS}
+    if unknown:
+        raise ConfigurationError(f"migrate_with: unknown key(s) {', '.join(sorted(unknown))}; known: apiserver_binary, "
+                                 + ", ".join(sorted(FLAG_OPTIONS)))
+    binary = _executable("migrate_with.apiserver_binary", options["apiserver_binary"], "current kube-apiserver binary")
+    try:
+        version = binary_version(binary)
+    except ConfigurationError as error:
+        raise ConfigurationError(str(error).replace("apiserver_binary:", "migrate_with.apiserver_binary:", 1)) from None
+    return {"binary": binary, "git_version": version, "flags": storage_flags(options, manifest)}
 
 
 def _available_memory() -> Optional[int]:
@@ -276,6 +299,26 @@ def _read(apiserver, etcd, stored, plan_: Plan, ready: bool):
         return []
 
 
+def _rehearse_plan(workspace, etcd, stored, plan_: Plan) -> dict:
+    """Migrate the copy through the current binary (the migration the upgrade would run), then stop it."""
+    current = plan_.current
+    started = time.monotonic()
+    apiserver = scratch.TargetApiserver(workspace, current["binary"], etcd.url, current["flags"], role="current")
+    apiserver.start()
+    if not _wait_ready(apiserver, plan_.start_timeout):
+        lines = "; ".join(model.problem_lines(apiserver.log_text())[-3:])
+        raise RehearsalError(f"migrate_with: the current binary {current['git_version']} did not start on the copy of etcd "
+                             f"({lines or 'no error line'}): check its flags (migrate_with's keys override the manifest's)")
+    client = _client(apiserver)
+    served = reader.wait_for_custom_resources(client, stored, timeout=30.0)
+    reader.probe(client, served, stored, _served_by_release(current["git_version"]))
+    resources = migrate_copy.migrate_all(client, stored, served, plan_.migrate_timeout)
+    workspace.stop(apiserver.process)
+    return {"binary": current["binary"], "git_version": current["git_version"], "flags": dict(current["flags"]),
+            "resources": resources, "objects_migrated": sum(r["migrated"] for r in resources.values()),
+            "failed": sum(r["failed"] for r in resources.values()), "seconds": round(time.monotonic() - started, 2)}
+
+
 def _interrupted(signum, _frame):
     raise RehearsalError(f"the rehearsal was interrupted (signal {signum}); everything it started was stopped and removed")
 
@@ -301,6 +344,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
         if not stored.keys:
             raise RehearsalError(f"the copy has no key under {plan_.prefix}: nothing to rehearse on; check etcd_prefix "
                                  "(the apiserver's --etcd-prefix) and the source", details={"source": source})
+        planned = _rehearse_plan(workspace, etcd, stored, plan_) if plan_.current else None
         apiserver = scratch.TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
         apiserver.start()
         started = _wait_ready(apiserver, plan_.start_timeout)
@@ -324,6 +368,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
                   target_release=".".join(plan_.git_version.lstrip("v").split(".")[:2]), flags=dict(plan_.flags),
                   source=source, room=room, started=started, start_failure=start_problem, fatal_log=fatal,
                   outside_layout=stored.outside_layout, rehearsed_at=measured_at, ignored_feature_gates=ignored,
+                  plan_migration=planned,
                   timings={"copy_seconds": round(copied - started_at, 2), "start_seconds": round(ready - copied, 2),
                            "read_seconds": round(done - ready, 2), "total_seconds": round(time.monotonic() - started_at, 2)})
     result["report_text"] = model.render_text(result)

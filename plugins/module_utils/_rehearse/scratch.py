@@ -319,15 +319,16 @@ def service_account_key(workspace: Workspace) -> Tuple[str, str]:
 
 
 class TargetApiserver:
-    """The target binary on the copy: loopback only, its own self-signed serving certificate, one admin token."""
+    """A kube-apiserver binary on the copy (the target, or the current one to rehearse the plan): loopback only, its
+    own self-signed serving certificate, one admin token."""
 
-    LOG = "kube-apiserver.log"
-
-    def __init__(self, workspace: Workspace, binary: str, etcd_url: str, storage_flags: dict):
+    def __init__(self, workspace: Workspace, binary: str, etcd_url: str, storage_flags: dict, role: str = "target"):
         self.workspace, self.binary = workspace, binary
+        self.role = role
+        self.log_name = "kube-apiserver.log" if role == "target" else f"{role}-kube-apiserver.log"
         self.port = free_port()
         self.token = secrets.token_hex(24)
-        self.cert_dir = workspace.file("pki")
+        self.cert_dir = workspace.file("pki" if role == "target" else f"pki-{role}")
         self.etcd_url, self.storage_flags = etcd_url, dict(storage_flags)
         self.process = None
 
@@ -352,8 +353,8 @@ class TargetApiserver:
 
     def start(self) -> None:
         sa_key, sa_pub = service_account_key(self.workspace)
-        tokens = self.workspace.write("tokens.csv", f'{self.token},kubeupgrade-rehearsal,kubeupgrade-rehearsal,"system:masters"\n')
-        self.process = self.workspace.start(self.argv(sa_key, sa_pub, tokens), self.LOG)
+        tokens = self.workspace.write(f"tokens-{self.role}.csv", f'{self.token},kubeupgrade-rehearsal,kubeupgrade-rehearsal,"system:masters"\n')
+        self.process = self.workspace.start(self.argv(sa_key, sa_pub, tokens), self.log_name)
 
     def exit_code(self) -> Optional[int]:
         return self.process.poll() if self.process else None
@@ -364,8 +365,8 @@ class TargetApiserver:
 
     def restart_elsewhere(self) -> None:
         self.port = free_port()
-        os.replace(self.workspace.file(self.LOG), self.workspace.file(self.LOG + ".port-taken"))
+        os.replace(self.workspace.file(self.log_name), self.workspace.file(self.log_name + ".port-taken"))
         self.start()
 
     def log_text(self) -> str:
-        return self.workspace.log_text(self.LOG)
+        return self.workspace.log_text(self.log_name)
