@@ -11,6 +11,8 @@ options:
   kubeconfig:
     description:
       - Path to a kubeconfig file, or the kubeconfig content as a dictionary.
+      - Its shape is checked before it is used (lists of named clusters, contexts and users holding mappings, and
+        the type of every field read from them); a wrong type is refused naming the field, never showing its value.
       - When neither O(kubeconfig) nor O(host) is given, C(~/.kube/config) is used if it exists, else the in-cluster
         service account configuration.
       - Falls back to the E(K8S_AUTH_KUBECONFIG) environment variable.
@@ -23,6 +25,10 @@ options:
   host:
     description:
       - The Kubernetes API URL, for example C(https://10.0.0.10:6443). Overrides the kubeconfig's server.
+      - A URL with credentials in it (C(https://user:password@...)) is refused, without showing them, here as in
+        O(endpoints), O(proxy) and the kubeconfig (the apiserver does not read them, and URLs are shown in results
+        and reports). Give credentials through O(api_key), O(username)/O(password), client certificates or the
+        kubeconfig user.
       - Falls back to E(K8S_AUTH_HOST).
     type: str
   api_key:
@@ -62,6 +68,7 @@ options:
   proxy:
     description:
       - URL of an HTTP proxy to reach the apiservers through. Falls back to E(K8S_AUTH_PROXY).
+      - Without credentials in it; give the proxy's user and password as O(proxy_headers.proxy_basic_auth).
     type: str
   no_proxy:
     description:
@@ -92,7 +99,7 @@ options:
     elements: str
   request_timeout:
     description:
-      - Seconds to wait for one HTTP answer from an apiserver.
+      - Seconds to wait for one HTTP answer from an apiserver, above C(0) and at most C(3600).
     type: float
     default: 30.0
 requirements:

@@ -13,8 +13,10 @@ from __future__ import annotations
 import copy
 import traceback
 from typing import Optional
+from urllib.parse import unquote
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
+from ansible.module_utils.common.validation import check_type_float, check_type_int
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import (
@@ -22,26 +24,91 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings
     ConnectionSettings,
     check_url,
 )
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_resource_names
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import (
+    check_no_credentials,
+    check_number,
+    check_resource_names,
+    url_userinfo,
+)
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.connection_args import connection_argument_spec
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 
-_SECRET_KUBECONFIG_KEYS = ("token", "password", "client-key-data", "client-certificate-data")
+# Keys whose values are secret wherever they are in a kubeconfig (a user's, an auth-provider's config).
+_SECRET_KUBECONFIG_KEYS = ("token", "password", "client-key-data", "client-certificate-data", "id-token", "refresh-token",
+                           "access-token", "client-secret")
+_NUMBER_TYPES = {"int": check_type_int, "float": check_type_float}
+_TOKEN_LENGTH = 16
+# Options whose values are URLs (or lists of URLs), in any module.
+_URL_OPTIONS = ("host", "endpoints", "proxy", "target_endpoint", "upgrade_order", "upgrading", "etcd_endpoints")
 # Keys Ansible gives a meaning to: a module's result never carries them as its own data.
 _RESERVED_KEYS = ("msg", "failed", "skipped", "unreachable", "results", "diff", "error", "exception",
                   "invocation", "warnings", "deprecations")
 
 
+def _strings(value) -> list:
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, list):
+        return [text for item in value for text in _strings(item)]
+    return [value] if isinstance(value, str) and value else []
+
+
 def _kubeconfig_secrets(kubeconfig) -> list:
-    """Secret values of an inline kubeconfig dict, so Ansible masks them in output and logs."""
-    if not isinstance(kubeconfig, dict):
-        return []
+    """Secret values of an inline kubeconfig, so Ansible masks them in output and logs (the echoed arguments too).
+
+    Runs before any option is checked (and before the one failure path exists), so it reads any shape
+    without failing, and finds the secrets wherever they are: a malformed kubeconfig (``users`` a mapping,
+    a user a list) is refused later by ``check_kubeconfig_shape``, and is echoed with the failure."""
     found = []
-    for entry in kubeconfig.get("users") or []:
-        user = (entry.get("user") if isinstance(entry, dict) else None) or {}
-        if isinstance(user, dict):
-            found.extend(str(user[k]) for k in _SECRET_KUBECONFIG_KEYS if user.get(k))
+    if isinstance(kubeconfig, dict):
+        for key, value in kubeconfig.items():
+            found.extend(_strings(value) if key in _SECRET_KUBECONFIG_KEYS else _kubeconfig_secrets(value))
+    elif isinstance(kubeconfig, list):
+        for item in kubeconfig:
+            found.extend(_kubeconfig_secrets(item))
     return found
+
+
+def _url_secrets(value, one_url: bool = False) -> list:
+    """The password of every URL with ``user:password@`` in any option, nested or not (or a user long enough to
+    be a token, ``https://<token>@host``), so Ansible masks them even in the echo of the arguments; the URL
+    itself is refused. A short user alone (``ssh://git@...`` in a manifest) is no secret: masking it would
+    mask that word everywhere in the output. ``one_url``: the value is a URL (``_URL_OPTIONS``), which also
+    counts without a scheme (``admin:pw@10.0.0.11:6443``; elsewhere that is an e-mail-like name)."""
+    if isinstance(value, dict):
+        return [secret for key, item in value.items() for secret in _url_secrets(item, one_url or key in _URL_OPTIONS)]
+    if isinstance(value, (list, tuple)):
+        return [secret for item in value for secret in _url_secrets(item, one_url)]
+    found = []
+    candidates = url_userinfo(value) + (url_userinfo(value, one_url=True) if one_url else [])
+    for userinfo in candidates:
+        user, colon, password = userinfo.partition(":")
+        secret = password if colon else (user if len(user) >= _TOKEN_LENGTH else "")
+        if secret:
+            found.extend({secret, unquote(secret)})
+    return found
+
+
+def _numbers_as_given(spec: dict) -> dict:
+    """``spec`` with Ansible's int/float conversion made total: the conversion raises OverflowError, which
+    ``AnsibleModule`` does not catch, for ``inf`` as an int or 10**400 as a float. The value is then kept
+    (as a float when it is one), and ``check_number`` refuses it naming the option and its range."""
+    def lenient(convert):
+        def number(value):
+            try:
+                return convert(value)
+            except OverflowError:
+                try:
+                    return float(value)
+                except (OverflowError, TypeError, ValueError):
+                    return value
+        return number
+
+    patched = copy.deepcopy(spec)
+    for option in patched.values():
+        if option.get("type") in _NUMBER_TYPES:
+            option["type"] = lenient(_NUMBER_TYPES[option["type"]])
+    return patched
 
 
 class KubeUpgradeModule:
@@ -55,13 +122,18 @@ class KubeUpgradeModule:
                  empty_result: Optional[dict] = None, **kwargs):
         requires_kubernetes = kwargs.pop("requires_kubernetes", True)
         spec = connection_argument_spec(endpoints=endpoints, **argument_spec) if connection else dict(argument_spec)
-        self.module = AnsibleModule(argument_spec=spec, **kwargs)
+        try:
+            self.module = AnsibleModule(argument_spec=spec, **kwargs)
+        except OverflowError:  # a number too big for Ansible's own conversion: refused by _check_shared_options
+            self.module = AnsibleModule(argument_spec=_numbers_as_given(spec), **kwargs)
+        self._spec = spec
         self.empty_result = dict({"changed": False}, **(empty_result or {}))
         self._connection = connection
         self._warned = set()
+        secrets = _url_secrets(self.module.params)
         if connection:
-            for secret in _kubeconfig_secrets(self.module.params.get("kubeconfig")):
-                self.module.no_log_values.add(secret)
+            secrets.extend(_kubeconfig_secrets(self.module.params.get("kubeconfig")))
+        self.module.no_log_values.update(secrets)
         if connection and requires_kubernetes and not HAS_KUBERNETES:
             self.fail(missing_required_lib("kubernetes"), error={"type": "MissingLibrary", "library": "kubernetes"})
         self._client = None
@@ -116,7 +188,14 @@ class KubeUpgradeModule:
 
     def _check_shared_options(self) -> None:
         """Options with one meaning in every module, checked before the module's own code sends anything:
-        ``resources`` are Kubernetes resource names; connection options and ``endpoints`` resolve."""
+        no URL carries credentials; every number is in its range (``_validate.NUMBER_RANGES``); ``resources``
+        are Kubernetes resource names; connection options and ``endpoints`` resolve."""
+        for option, value in self.params.items():
+            if option != "kubeconfig" and isinstance(value, (str, list)):
+                check_no_credentials(option, value)
+        for option, spec in self._spec.items():
+            if spec.get("type") in _NUMBER_TYPES:
+                check_number(option, self.params.get(option))
         if isinstance(self.params.get("resources"), list):
             check_resource_names("resources", self.params["resources"])
         if self._connection:

@@ -13,14 +13,17 @@ from __future__ import annotations
 import atexit
 import base64
 import importlib.util
-import math
-import numbers
 import os
 import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 from urllib.parse import urlsplit
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import (
+    NUMBER_RANGES,
+    check_no_credentials,
+    check_number,
+)
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 # The kubernetes package's loaders cover every kubeconfig flavour (exec plugins, auth providers), but
@@ -95,14 +98,11 @@ class ConnectionSettings:
 
 
 def check_timeout(option: str, value) -> float:
-    """Seconds for one request: a number above zero; ``None`` means the default."""
+    """Seconds for one request: above zero and at most an hour (``_validate.NUMBER_RANGES``); ``None`` means
+    the default. A huge value would overflow the socket's timeout."""
     if value is None:
         return DEFAULT_TIMEOUT
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-        raise ConfigurationError(f"'{option}' must be a number of seconds above 0, got {value!r}.")
-    if value <= 0:
-        raise ConfigurationError(f"'{option}' must be above 0 seconds (for example 30), got {value!r}.")
-    return float(value)
+    return float(check_number(option, value, NUMBER_RANGES["request_timeout"]))
 
 
 def _url_problem(url, schemes) -> str:
@@ -122,7 +122,11 @@ def _url_problem(url, schemes) -> str:
 
 
 def check_url(option: str, url, where: str = "") -> str:
-    """An apiserver URL such as https://10.0.0.11:6443; blame ``where`` (a kubeconfig) if it came from one."""
+    """An apiserver URL such as https://10.0.0.11:6443; blame ``where`` (a kubeconfig) if it came from one.
+
+    A URL with ``user:password@`` is refused (the message shows it without them): the apiserver does not
+    read credentials from the URL, and the URL is shown in every result and report."""
+    check_no_credentials(option, url, where=f"The cluster server in {where}" if where else "", one_url=True)
     problem = _url_problem(url, ("https", "http"))
     if problem:
         if where:
@@ -133,9 +137,12 @@ def check_url(option: str, url, where: str = "") -> str:
 
 
 def check_proxy(option: str, url, where: str = "") -> str:
+    """A proxy URL such as http://proxy.example.com:3128, without credentials (urllib3 does not send them
+    from the URL: they go in ``proxy_headers``)."""
+    source = f"The proxy-url in {where}" if where else f"'{option}'"
+    check_no_credentials(option, url, where=source, one_url=True)
     problem = _url_problem(url, ("http", "https"))
     if problem:
-        source = f"The proxy-url in {where}" if where else f"'{option}'"
         raise ConfigurationError(f"{source} is not a proxy URL ({problem}): got {url!r}. "
                                  "Use a URL like http://proxy.example.com:3128.")
     return url
@@ -194,30 +201,61 @@ def _check_files(settings: ConnectionSettings) -> None:
 # --- kubeconfig and in-cluster configuration -------------------------------------------------------
 
 _KUBECONFIG_LISTS = (("clusters", "cluster"), ("contexts", "context"), ("users", "user"))
+_TYPE_WORDS = {str: "a string", bool: "true or false", dict: "a mapping", list: "a list"}
+# The type of every field of a kubeconfig that this file or the kubernetes loader reads (others are ignored).
+_KUBECONFIG_TOP_FIELDS = {"apiVersion": str, "kind": str, "current-context": str, "preferences": dict, "extensions": list}
+_KUBECONFIG_FIELDS = {
+    "cluster": {"server": str, "certificate-authority": str, "certificate-authority-data": str,
+                "insecure-skip-tls-verify": bool, "tls-server-name": str, "proxy-url": str, "disable-compression": bool,
+                "extensions": list},
+    "context": {"cluster": str, "user": str, "namespace": str, "extensions": list},
+    "user": {"token": str, "tokenFile": str, "client-certificate": str, "client-certificate-data": str, "client-key": str,
+             "client-key-data": str, "username": str, "password": str, "as": str, "as-uid": str, "as-groups": list,
+             "as-user-extra": dict, "auth-provider": dict, "exec": dict, "extensions": list},
+}
+
+
+def _a(value) -> str:
+    """``a list``, ``an int``: the type of a value, never the value (it may be a secret)."""
+    name = type(value).__name__
+    return f"an {name}" if name[:1] in "aeiou" else f"a {name}"
+
+
+def _check_fields(mapping: dict, fields: dict, where: str, path: str) -> None:
+    for key, kind in fields.items():
+        value = mapping.get(key)
+        if value is not None and not isinstance(value, kind):
+            name = f"{path}{key}" if path else f"'{key}'"
+            raise ConfigurationError(f"{where}: {name} must be {_TYPE_WORDS[kind]}, got {_a(value)}.")
 
 
 def check_kubeconfig_shape(doc, where: str) -> None:
-    """Types the kubernetes loader assumes without checking: lists of named entries holding mappings.
+    """Types the kubernetes loader and this file assume without checking: lists of named entries holding
+    mappings, and the type of every field read from them (a string ``server``, a boolean
+    ``insecure-skip-tls-verify``...).
 
-    The loader fails on a wrong type with a bare TypeError ("'int' object is not iterable"), so the
-    shape is checked first and the message names the kubeconfig and the field.
+    The loader fails on a wrong type with a bare TypeError ("'int' object is not iterable") or, worse,
+    uses it (the string "false" as a true ``insecure-skip-tls-verify``, a list as a token), so the shape
+    is checked first and the message names the kubeconfig and the field, never the field's value.
     """
     if not isinstance(doc, dict):
-        raise ConfigurationError(f"{where} must be a mapping (a kubeconfig document), got a {type(doc).__name__}.")
+        raise ConfigurationError(f"{where} must be a mapping (a kubeconfig document), got {_a(doc)}.")
     for key, inner in _KUBECONFIG_LISTS:
         entries = doc.get(key)
         if entries is None:
             continue
         if not isinstance(entries, list):
-            raise ConfigurationError(f"{where}: '{key}' must be a list of named {inner} entries, got a {type(entries).__name__}.")
+            raise ConfigurationError(f"{where}: '{key}' must be a list of named {inner} entries, got {_a(entries)}.")
         for index, entry in enumerate(entries):
             if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
                 raise ConfigurationError(f"{where}: {key}[{index}] must be a mapping with a string 'name'.")
-            if not isinstance(entry.get(inner) or {}, dict):
-                raise ConfigurationError(f"{where}: {key}[{index}].{inner} must be a mapping, got a {type(entry[inner]).__name__}.")
-    current = doc.get("current-context")
-    if current is not None and not isinstance(current, str):
-        raise ConfigurationError(f"{where}: 'current-context' must be a string, got a {type(current).__name__}.")
+            body = entry.get(inner)
+            if body is None:
+                continue
+            if not isinstance(body, dict):
+                raise ConfigurationError(f"{where}: {key}[{index}].{inner} must be a mapping, got {_a(body)}.")
+            _check_fields(body, _KUBECONFIG_FIELDS[inner], where, f"{key}[{index}].{inner}.")
+    _check_fields(doc, _KUBECONFIG_TOP_FIELDS, where, "")
 
 
 def _read_kubeconfig_file(path: str) -> dict:
@@ -261,7 +299,7 @@ def _load_base_configuration(params: dict) -> dict:
     if isinstance(kubeconfig, dict):
         return _load_kubeconfig_dict(kubeconfig, context)
     if kubeconfig is not None and not isinstance(kubeconfig, str):
-        raise ConfigurationError(f"'kubeconfig' must be a file path or a kubeconfig mapping, got a {type(kubeconfig).__name__}.")
+        raise ConfigurationError(f"'kubeconfig' must be a file path or a kubeconfig mapping, got {_a(kubeconfig)}.")
     return _load_kubeconfig_file(os.path.expanduser(kubeconfig or DEFAULT_KUBECONFIG), context)
 
 

@@ -147,6 +147,7 @@ def _restore_tool(params: dict, etcd_binary: str) -> str:
 
 def plan(params: dict) -> Plan:
     """Every option checked, and every tool found, before anything is started or read."""
+    _check_migrate_with(params.get("migrate_with"))
     binary = _executable("apiserver_binary", params.get("apiserver_binary"), "target kube-apiserver binary")
     git_version = binary_version(binary)
     wanted = params.get("target_release")
@@ -186,11 +187,10 @@ def plan(params: dict) -> Plan:
     return result
 
 
-def _current(options, manifest: Dict[str, str]) -> Optional[dict]:
-    """``migrate_with``: the binary running now, with the manifest's storage flags (it describes the current
-    apiserver) overridden by the dictionary's keys, as for the target."""
+def _check_migrate_with(options) -> None:
+    """The shape of ``migrate_with``, before anything else is looked at."""
     if not options:
-        return None
+        return
     if not isinstance(options, dict) or not options.get("apiserver_binary"):
         raise ConfigurationError("migrate_with must be a dictionary with apiserver_binary (the kube-apiserver binary the "
                                  "cluster runs now), and optionally feature_gates, runtime_config, encryption_config")
@@ -198,6 +198,13 @@ def _current(options, manifest: Dict[str, str]) -> Optional[dict]:
     if unknown:
         raise ConfigurationError(f"migrate_with: unknown key(s) {', '.join(sorted(unknown))}; known: apiserver_binary, "
                                  + ", ".join(sorted(FLAG_OPTIONS)))
+
+
+def _current(options, manifest: Dict[str, str]) -> Optional[dict]:
+    """``migrate_with``: the binary running now, with the manifest's storage flags (it describes the current
+    apiserver) overridden by the dictionary's keys, as for the target."""
+    if not options:
+        return None
     binary = _executable("migrate_with.apiserver_binary", options["apiserver_binary"], "current kube-apiserver binary")
     try:
         version = binary_version(binary)

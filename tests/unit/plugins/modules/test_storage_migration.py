@@ -28,7 +28,7 @@ def with_records(cluster, storage_states=True):
     ({"resources": ["configmaps"], "qps": 0.001}, "'qps' 0.001 allows one request every 1000s"),
     ({"resources": ["configmaps"], "parallel_resources": 0}, "'parallel_resources' must be at least 1"),
     ({"resources": ["configmaps"], "max_failures": -1}, "'max_failures' must not be negative"),
-    ({"resources": ["configmaps"], "timeout": -3}, "'timeout' must be at least 1"),
+    ({"resources": ["configmaps"], "timeout": -3}, "'timeout' must not be negative"),
     ({"resources": ["configmaps"], "lock_duration": 1}, "'lock_duration' must be at least 5"),
     ({"select": "from_check"}, "needs 'target_release'"),
     ({"resources": ["configmaps"], "concurrency": 0}, "'concurrency' must be at least 1"),
