@@ -54,6 +54,8 @@ def run(ansible_playbook, name, plane, tmp_path, inventory=None, **extra):
               "kubeupgrade_host_rollback_tasks": str(TASKS / "rollback_apiserver.yml"),
               "kubeupgrade_wait_delay": 2, "kubeupgrade_wait_retries": 45}
     values.update(extra)
+    if "kubeupgrade_etcd" in extra:  # upgrade.yml's snapshot before the first host, in the test's directory
+        values.setdefault("kubeupgrade_snapshot", {"dest": str(tmp_path / "etcd-before-upgrade.db"), "work_dir": str(tmp_path)})
     return ansible_playbook(PLAYBOOKS / name, inventory=inventory or write_inventory(plane, tmp_path), extra_vars=values)
 
 

@@ -11,6 +11,7 @@ objects the audit listed, and rolls every apiserver to 1.36; a second audit find
 from __future__ import annotations
 
 import json
+import os
 
 import etcd_fixture
 import pytest
@@ -46,7 +47,9 @@ def plane(control_plane_factory, etcd_tls):
 def _etcd_vars(etcd):
     return {"kubeupgrade_etcd": {"endpoints": [etcd.url], "ca_cert": etcd.pki.ca_cert, "client_cert": etcd.pki.client_cert,
                                  "client_key": etcd.pki.client_key},
-            "kubeupgrade_etcd_delegate_to": "localhost", "kubeupgrade_etcd_become": False}
+            "kubeupgrade_etcd_delegate_to": "localhost", "kubeupgrade_etcd_become": False,
+            # the snapshot upgrade.yml takes before the first host, in the test's directory
+            "kubeupgrade_snapshot": {"dest": os.path.join(etcd.workdir, "etcd-before-upgrade.db"), "work_dir": etcd.workdir}}
 
 
 def _stored(plane, resource):
@@ -58,6 +61,8 @@ def test_upgrade_with_etcd_settings_audits_records_migrates_only_listed_objects(
     result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.36", **_etcd_vars(etcd_tls))
     assert result.rc == 0, explain(result)
     assert releases(plane) == ["1.36", "1.36", "1.36"]
+    snapshot = os.path.join(etcd_tls.workdir, "etcd-before-upgrade.db")
+    assert os.path.getsize(snapshot) > 0 and "etcdutl snapshot restore " + snapshot in result.stdout, explain(result)
 
     first = json.loads((tmp_path / "reports" / "preflight-1.36.json").read_text(encoding="utf-8"))
     verdicts = {r["resource"]: r for r in first["resources"]}

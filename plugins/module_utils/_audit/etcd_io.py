@@ -6,7 +6,7 @@ port) through urllib3, the HTTP stack the collection already ships with, instead
 or ``etcd3gw`` (which adds a dependency tree for the one call needed). Each page asks for at most
 ``page_size`` keys in ``[key, range_end)``, continues from the last key + ``\\x00``, and pins the
 revision of the first page, so the whole scan is one consistent snapshot that never blocks writers.
-Only range and status requests are ever sent: nothing here can write to etcd.
+Only range, status and snapshot (read) requests are ever sent: nothing here can write to etcd.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ except ImportError:  # pragma: no cover - urllib3 comes with the kubernetes pack
 
 RANGE_PATH = "/v3/kv/range"
 STATUS_PATH = "/v3/maintenance/status"  # read-only: the member's database size and revision
+SNAPSHOT_PATH = "/v3/maintenance/snapshot"  # read-only: the whole backend, streamed (what `etcdctl snapshot save` reads)
 
 
 class EtcdError(KubeUpgradeError):
@@ -116,9 +117,42 @@ class EtcdReader:
 
     def db_size(self) -> Optional[int]:
         """The size in bytes of the first answering member's database (what a copy of it needs), None if not said."""
-        status = self._first_page({}, STATUS_PATH)
+        status = self.status()
         size = status.get("dbSize")
         return int(size) if size is not None else None
+
+    def status(self) -> dict:
+        """The first answering member's status: ``dbSize``, ``header.revision``, ``version``."""
+        return self._first_page({}, STATUS_PATH)
+
+    def snapshot(self, write: Callable[[bytes], None]) -> dict:
+        """Stream the first answering member's backend into ``write`` (etcd's own snapshot: the same bytes as
+        ``etcdctl snapshot save``, ending with their sha256). Returns the endpoint, the revision just before, bytes."""
+        status = self.status()
+        endpoint = self.endpoint
+        try:
+            response = self._pool.request("POST", endpoint + SNAPSHOT_PATH, body=b"{}", headers={"Content-Type": "application/json"},
+                                          preload_content=False)
+        except urllib3.exceptions.HTTPError as error:
+            raise _transport_error(endpoint, error, self.settings, mid_scan=False) from None
+        size = 0
+        try:
+            if response.status != 200:
+                _parse_response(endpoint, response.status, response.read())
+            pending = b""
+            for chunk in response.stream(1 << 20):
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    size += _snapshot_piece(endpoint, line, write)
+            size += _snapshot_piece(endpoint, pending, write)
+        except urllib3.exceptions.HTTPError as error:
+            raise EtcdError(f"etcd at {endpoint} stopped sending the snapshot after {size} bytes ({type(error).__name__}): "
+                            "the file is incomplete; take it again", details={"endpoint": endpoint}) from None
+        finally:
+            response.release_conn()
+        return {"endpoint": endpoint, "revision_before": int((status.get("header") or {}).get("revision", 0)), "bytes": size,
+                "etcd_version": status.get("version")}
 
     def _first_page(self, body: dict, path: str = RANGE_PATH) -> dict:
         failures = []
@@ -184,6 +218,24 @@ class _Throttle:
         if pause > 0:
             self.options.sleep(pause)
         self.last = self.options.clock()
+
+
+def _snapshot_piece(endpoint: str, line: bytes, write: Callable[[bytes], None]) -> int:
+    """One message of the gateway's snapshot stream (``{"result": {"blob": base64}}`` or ``{"error": ...}``)."""
+    if not line.strip():
+        return 0
+    try:
+        message = json.loads(line)
+    except ValueError:
+        raise EtcdError(f"etcd at {endpoint} sent a snapshot message that is not JSON; take the snapshot again",
+                        details={"endpoint": endpoint}) from None
+    if "error" in message:
+        error = message["error"]
+        text = error.get("message") if isinstance(error, dict) else str(error)
+        raise EtcdError(f"etcd at {endpoint} failed while sending the snapshot: {text}", details={"endpoint": endpoint})
+    blob = base64.b64decode((message.get("result") or {}).get("blob") or "")
+    write(blob)
+    return len(blob)
 
 
 def _parse_response(endpoint: str, status: int, data: bytes) -> dict:

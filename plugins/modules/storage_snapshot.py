@@ -1,0 +1,180 @@
+#!/usr/bin/python
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Take an etcd snapshot before an upgrade (or keep and verify the one there), and prove it restorable."""
+
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: storage_snapshot
+short_description: Take an etcd snapshot before an upgrade and prove it restorable
+description:
+  - The way back from an upgrade whose newer release wrote objects the older one cannot read (FlowSchemas v1 that 1.28
+    cannot decode, for example) is the etcd snapshot taken before the first host was touched. This module makes sure one
+    exists.
+  - Takes it through etcd's maintenance Snapshot stream (the same bytes as C(etcdctl snapshot save); a read, nothing is
+    written to etcd), into O(dest) with mode 0600, through a partial file renamed only once it is whole.
+  - A file already at O(dest) is kept and verified, never replaced (unless O(overwrite)) - an upgrade that is resumed
+    keeps the snapshot taken before it started.
+  - Verifies the integrity trailer (the sha256 etcd appends), and with O(verify=restore) restores the file into a scratch
+    etcd on 127.0.0.1 in a private temporary directory, reads its revision and keys, and removes it all.
+  - Returns the steps to restore it on a kubeadm control plane.
+  - In check mode nothing is written; an existing file is still verified.
+author: kubeupgrade.storage maintainers (@kubeupgrade)
+options:
+  dest:
+    description: Path of the snapshot file on the host running the module. A missing directory is created (mode 0700).
+    type: path
+    required: true
+  overwrite:
+    description: Replace a file already at O(dest) with a new snapshot.
+    type: bool
+    default: false
+  verify:
+    description:
+      - C(restore) restores it into a scratch etcd and reads it back (needs O(etcd_binary) and etcdutl or etcdctl);
+        C(checksum) checks the integrity trailer only.
+    type: str
+    choices: [restore, checksum]
+    default: restore
+  etcd_endpoints:
+    description: etcd client URLs (needed to take a snapshot), as for M(kubeupgrade.storage.storage_version_audit).
+    type: list
+    elements: str
+  etcd_ca_cert:
+    description: CA of etcd's serving certificate. kubeadm C(/etc/kubernetes/pki/etcd/ca.crt).
+    type: path
+  etcd_client_cert:
+    description: Client certificate etcd accepts. kubeadm C(/etc/kubernetes/pki/apiserver-etcd-client.crt).
+    type: path
+  etcd_client_key:
+    description: Key of O(etcd_client_cert).
+    type: path
+  etcd_validate_certs:
+    description: Verify etcd's TLS certificate. Turn off only for tests.
+    type: bool
+    default: true
+  etcd_request_timeout:
+    description: Seconds to wait for etcd's answers (the snapshot streams for as long as it needs).
+    type: float
+    default: 30
+  etcd_prefix:
+    description: The apiserver's C(--etcd-prefix), for the count of keys in the restored copy.
+    type: str
+    default: /registry
+  etcd_binary:
+    description: etcd binary for O(verify=restore). Default C(etcd) in C(PATH).
+    type: path
+  etcdutl_binary:
+    description: C(etcdutl) (etcd 3.5+) or C(etcdctl) (3.4) for O(verify=restore). Default next to O(etcd_binary) or in C(PATH).
+    type: path
+  work_dir:
+    description: Where the private scratch directory of O(verify=restore) is made. Default the system's temporary directory.
+    type: path
+seealso:
+  - module: kubeupgrade.storage.storage_rehearsal
+  - name: Restoring an etcd cluster (Kubernetes documentation)
+    description: How a snapshot is restored on a control plane.
+    link: https://kubernetes.io/docs/tasks/administer-cluster/configure-upgrade-etcd/#restoring-an-etcd-cluster
+"""
+
+EXAMPLES = r"""
+- name: Snapshot etcd before the first host is upgraded (kubeadm host)
+  kubeupgrade.storage.storage_snapshot:
+    dest: /var/lib/kubeupgrade/etcd-before-1.33.db
+    etcd_endpoints: [https://127.0.0.1:2379]
+    etcd_ca_cert: /etc/kubernetes/pki/etcd/ca.crt
+    etcd_client_cert: /etc/kubernetes/pki/apiserver-etcd-client.crt
+    etcd_client_key: /etc/kubernetes/pki/apiserver-etcd-client.key
+  become: true
+  register: snapshot
+
+- name: Verify the snapshot the backup job took
+  kubeupgrade.storage.storage_snapshot:
+    dest: /var/backups/etcd/nightly.db
+"""
+
+RETURN = r"""
+path:
+  description: The snapshot file.
+  returned: always
+  type: str
+taken:
+  description: Whether this run took it (false when an existing file was kept).
+  returned: always
+  type: bool
+kept:
+  description: Whether a file already at O(dest) was kept (and verified).
+  returned: always
+  type: bool
+bytes:
+  description: Its size.
+  returned: success
+  type: int
+sha256_trailer:
+  description: The sha256 etcd appended (hex), checked against the file.
+  returned: success
+  type: str
+verified:
+  description: How it was verified - C(restore) or C(checksum).
+  returned: success
+  type: str
+revision:
+  description: The etcd revision it holds, read back from the restored copy (O(verify=restore)).
+  returned: success
+  type: int
+keys:
+  description: Keys under O(etcd_prefix) in the restored copy (O(verify=restore)).
+  returned: success
+  type: int
+revision_before:
+  description: etcd's revision just before this run took the snapshot.
+  returned: when taken
+  type: int
+endpoint:
+  description: The etcd member it was taken from.
+  returned: when taken
+  type: str
+etcd_version:
+  description: That member's etcd version.
+  returned: when taken
+  type: str
+taken_at:
+  description: When it was taken (UTC).
+  returned: when taken
+  type: str
+restore_steps:
+  description: How to restore it on a kubeadm control plane, in order.
+  returned: success
+  type: list
+  elements: str
+"""
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._snapshot import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
+
+
+def argument_spec() -> dict:
+    return dict(
+        dest=dict(type="path", required=True),
+        overwrite=dict(type="bool", default=False),
+        verify=dict(type="str", choices=["restore", "checksum"], default="restore"),
+        etcd_endpoints=dict(type="list", elements="str"),
+        etcd_ca_cert=dict(type="path"),
+        etcd_client_cert=dict(type="path"),
+        etcd_client_key=dict(type="path", no_log=False),
+        etcd_validate_certs=dict(type="bool", default=True),
+        etcd_request_timeout=dict(type="float", default=30),
+        etcd_prefix=dict(type="str", default="/registry"),
+        etcd_binary=dict(type="path"),
+        etcdutl_binary=dict(type="path"),
+        work_dir=dict(type="path"),
+    )
+
+
+def main() -> None:
+    KubeUpgradeModule(argument_spec(), connection=False, supports_check_mode=True,
+                      empty_result={"path": "", "taken": False, "kept": False}).run(runner.run)
+
+
+if __name__ == "__main__":
+    main()
