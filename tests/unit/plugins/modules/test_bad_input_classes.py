@@ -39,6 +39,7 @@ MODULES = {
     "storage_version_audit": (False, {"etcd_endpoints": ["https://127.0.0.1:1"]}),
     "storage_version_hash": (False, {"resource": "deployments.apps", "release": "1.33"}),
     "storage_rehearsal": (False, {"apiserver_binary": "/nonexistent/kube-apiserver"}),
+    "storage_snapshot": (False, {"dest": "/nonexistent/dir/snapshot.db", "verify": "checksum"}),
 }
 CLUSTER_MODULES = sorted(name for name, (cluster, _args) in MODULES.items() if cluster)
 SECRET_TOKEN = "kubeconfig-secret-token-value"
