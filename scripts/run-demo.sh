@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Demo: start a simulated three-apiserver control plane on Kubernetes 1.32 (seeded with the demo
-# data), upgrade it to 1.33 with playbooks/demo.yml, and stop the simulator (also on failure).
+# data), upgrade it to 1.33 with demo/playbook.yml, and stop the simulator (also on failure).
 # Reports are written to demo-output/. Usage: scripts/run-demo.sh [extra ansible-playbook args]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,7 +50,7 @@ ANSIBLE_STDOUT_CALLBACK="${ANSIBLE_STDOUT_CALLBACK:-default}" \
 ANSIBLE_CALLBACK_RESULT_FORMAT="${ANSIBLE_CALLBACK_RESULT_FORMAT:-yaml}" \
 ANSIBLE_DISPLAY_SKIPPED_HOSTS="${ANSIBLE_DISPLAY_SKIPPED_HOSTS:-false}" \
 ANSIBLE_PIPELINING="${ANSIBLE_PIPELINING:-1}" ANSIBLE_LOCALHOST_WARNING=0 ANSIBLE_RETRY_FILES_ENABLED=0 \
-    "$PLAYBOOK_BIN" -i playbooks/demo/inventory.yml playbooks/demo.yml \
+    "$PLAYBOOK_BIN" -i demo/inventory.yml demo/playbook.yml \
     -e "ansible_python_interpreter=$(command -v "$PYTHON")" \
     -e "kubeupgrade_report_dir=$OUT" "$@" || status=$?
 
