@@ -122,7 +122,7 @@ revision:
   description: The etcd revision it holds, read back from the restored copy (O(verify=restore)).
   returned: success
   type: int
-keys:
+key_count:
   description: Keys under O(etcd_prefix) in the restored copy (O(verify=restore)).
   returned: success
   type: int

@@ -57,7 +57,7 @@ def test_a_snapshot_is_taken_proved_restorable_and_kept_on_the_next_run(etcd, tm
     taken = run(capsys, args)
     assert not taken.get("failed"), taken
     assert taken["changed"] and taken["taken"] and taken["verified"] == "restore", taken
-    assert taken["keys"] == 50 and taken["revision"] >= taken["revision_before"] > 0, taken
+    assert taken["key_count"] == 50 and taken["revision"] >= taken["revision_before"] > 0, taken
     assert oct(dest.stat().st_mode & 0o777) == "0o600"
     status = etcdctl_status(dest)  # etcd's own tool reads the same revision and size
     assert status["revision"] == taken["revision"] and taken["bytes"] == dest.stat().st_size
@@ -69,7 +69,7 @@ def test_a_snapshot_is_taken_proved_restorable_and_kept_on_the_next_run(etcd, tm
     assert not list(tmp_path.glob("kubeupgrade-rehearsal-*")), "the scratch copy was left behind"
 
     replaced = run(capsys, dict(args, overwrite=True))
-    assert replaced["taken"] and replaced["keys"] == 51, replaced
+    assert replaced["taken"] and replaced["key_count"] == 51, replaced
 
 
 def test_a_cut_or_corrupted_file_is_refused_naming_it(plain_etcd, tmp_path, capsys):

@@ -128,9 +128,9 @@ def run(kum) -> dict:
     result.update(bytes=size, sha256_trailer=trailer.hex(), verified="checksum")
     if tools:
         restored = prove_restorable(dest, tools[0], tools[1], work_dir, prefix)
-        result.update(revision=restored["revision"], keys=restored["keys"], verified="restore")
+        result.update(revision=restored["revision"], key_count=restored["keys"], verified="restore")
     result["restore_steps"] = model.restore_steps(dest, result.get("revision", "unknown"))
     result["msg"] = (f"etcd snapshot {dest}: {'taken' if result['taken'] else 'kept (it was there)'}, {size} bytes"
-                     + (f", restorable: revision {result['revision']}, {result['keys']} keys under {prefix}" if tools else
+                     + (f", restorable: revision {result['revision']}, {result['key_count']} keys under {prefix}" if tools else
                         ", integrity trailer verified (not restored)"))
     return result
