@@ -22,8 +22,8 @@ sys.path.insert(0, str(REPO / "tests" / "simulator"))
 
 PLAYBOOKS = REPO / "playbooks"
 INVENTORY = REPO / "tests" / "integration" / "inventories" / "simulator.yml"
-DEMO_UPGRADE_TASKS = str(PLAYBOOKS / "demo" / "upgrade_apiserver.yml")
-DEMO_ROLLBACK_TASKS = str(PLAYBOOKS / "demo" / "rollback_apiserver.yml")
+DEMO_UPGRADE_TASKS = str(REPO / "demo" / "upgrade_apiserver.yml")
+DEMO_ROLLBACK_TASKS = str(REPO / "demo" / "rollback_apiserver.yml")
 TLS = os.environ.get("KUBEUPGRADE_TEST_SIMULATOR_TLS", "1") == "1"
 
 # What the scenario is about: 1.32 -> 1.33 moves LeaseCandidates from v1alpha2 to v1beta1.
