@@ -6,6 +6,10 @@ and dropped connections. Everything else is returned to the caller at once, so n
 denial or a bad request. A retry is bounded three ways: a number of attempts, a time ``budget`` for
 the whole call (client-go gives a 429 ten tries; an apiserver restart behind a load balancer answers
 503 for several seconds), and the caller's ``deadline``: no wait ever ends past it.
+
+``RetriedClient`` is the same retry for a client handed to code that sends its own requests (the
+migration's Lease and StorageState bookkeeping): whoever wraps the client declares the policy and the
+deadline, so the retry is still chosen at the call site; ``ApiClient`` itself never retries.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
@@ -53,6 +57,13 @@ class RetryPolicy:
 
 
 NO_RETRY = RetryPolicy(attempts=1)
+
+
+def retry_bound(policy: RetryPolicy) -> str:
+    """How far a policy retries, for messages: ``up to 40 attempts within 90s``."""
+    if policy.budget is None:
+        return f"{policy.attempts} attempts"
+    return f"up to {policy.attempts} attempts within {policy.budget:g}s"
 
 
 @dataclass
@@ -96,3 +107,118 @@ def call_with_retries(fn, policy: RetryPolicy, sleep=time.sleep, on_retry=None, 
                 on_retry(error, attempt, wait)
             timing.sleep(wait)
             attempt += 1
+
+
+# A request sent with less than this left before the deadline still gets this long to answer.
+MIN_REQUEST_TIMEOUT = 0.5
+
+
+class RetriedClient:
+    """``client`` with every request sent through ``call_with_retries(policy)``, no wait ending past ``timing.deadline``.
+
+    Each request's timeout is cut to what is left before the deadline (at least ``MIN_REQUEST_TIMEOUT``).
+    When a request is given up, the last error is raised unchanged and ``explain(error)`` says why it was
+    given up (the deadline, the retry bound, or a refusal that is never retried), for the caller's message.
+    One instance per thread: ``explain`` describes the last request given up by this instance.
+    """
+
+    def __init__(self, client, policy: RetryPolicy, timing: Optional[RetryClock] = None, on_retry=None):
+        self.client = client
+        self.policy = policy
+        self.timing = timing or RetryClock()
+        self.on_retry = on_retry
+        self.endpoint = getattr(client, "endpoint", None)
+        self.settings = getattr(client, "settings", None)
+        self._deadline_hit = False
+
+    def bounded(self, deadline: Optional[float], sleep=None) -> RetriedClient:
+        """The same client and policy, giving up at ``deadline`` too (the earlier one wins), sleeping with ``sleep``."""
+        at = self.timing.deadline
+        if deadline is not None:
+            at = deadline if at is None else min(at, deadline)
+        return RetriedClient(self.client, self.policy,
+                             RetryClock(sleep=sleep or self.timing.sleep, clock=self.timing.clock, deadline=at),
+                             self.on_retry)
+
+    def remaining(self) -> Optional[float]:
+        return None if self.timing.deadline is None else self.timing.deadline - self.timing.clock()
+
+    def explain(self, error: Exception) -> str:
+        """Why ``error`` ended the request: what an operator reads after "failed (...)"."""
+        if self._deadline_hit:
+            return "retried until the next try would come after the task's timeout"
+        if self.policy.attempts > 1 and self.policy.should_retry(error):
+            return f"still failing after retrying, {retry_bound(self.policy)}"
+        return "not retried: the apiserver refused" if not isinstance(error, EndpointUnreachable) else "not retried"
+
+    def _timeout(self) -> Optional[float]:
+        remaining = self.remaining()
+        if remaining is None:
+            return None
+        base = float(getattr(self.settings, "timeout", 30.0) or 30.0)
+        return max(MIN_REQUEST_TIMEOUT, min(base, remaining))
+
+    def _call(self, fn):
+        timing = RetryClock(sleep=self.timing.sleep, clock=self.timing.clock, deadline=self.timing.deadline)
+        self._deadline_hit = False
+        try:
+            return call_with_retries(fn, self.policy, on_retry=self.on_retry, timing=timing)
+        except (ApiError, EndpointUnreachable):
+            self._deadline_hit = timing.deadline_hit or (self.remaining() is not None and self.remaining() <= 0)
+            raise
+
+    def request(self, method: str, path: str, query=None, body=None, **options):
+        timeout = self._timeout()
+        if timeout is not None and not options.get("timeout"):
+            options["timeout"] = timeout
+        return self._call(lambda: self.client.request(method, path, query=query, body=body, **options))
+
+    def _json(self, method: str, path: str, query=None, body=None, **options) -> dict:
+        timeout = self._timeout()
+        if timeout is not None:
+            options["timeout"] = timeout
+        return self._call(lambda: self.client.request(method, path, query=query, body=body, **options).json())
+
+    def get(self, path: str, query=None, accept: str = "application/json") -> dict:
+        return self._json("GET", path, query=query, accept=accept)
+
+    def get_or_none(self, path: str, query=None) -> Optional[dict]:
+        """The object at ``path``, or None when the apiserver answers 404 (never for an unreachable one)."""
+        try:
+            return self.get(path, query=query)
+        except ApiError as error:
+            if error.status == 404 and not isinstance(error, EndpointUnreachable):
+                return None
+            raise
+
+    def post(self, path: str, body, query=None) -> dict:
+        return self._json("POST", path, query=query, body=body)
+
+    def put(self, path: str, body, query=None) -> dict:
+        return self._json("PUT", path, query=query, body=body)
+
+    def patch(self, path: str, body, content_type: str = "application/merge-patch+json") -> dict:
+        return self._json("PATCH", path, body=body, content_type=content_type)
+
+    def delete(self, path: str, query=None, body=None) -> dict:
+        return self._json("DELETE", path, query=query, body=body)
+
+    def list_all(self, path: str, query=None, chunk: int = 500) -> List[dict]:
+        """Every item of a LIST in chunks, each page retried; an expired token (410) restarts the list once."""
+        for attempt in (1, 2):
+            items: List[dict] = []
+            token = None
+            try:
+                while True:
+                    params = dict(query or {}, limit=chunk)
+                    if token:
+                        params["continue"] = token
+                    page = self.get(path, query=params)
+                    items.extend(page.get("items") or [])
+                    token = (page.get("metadata") or {}).get("continue")
+                    if not token:
+                        return items
+            except ApiError as error:
+                if error.status != 410 or attempt == 2:
+                    raise
+        return []  # not reached

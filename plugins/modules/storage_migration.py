@@ -25,11 +25,11 @@ description:
     identity and its C(uid) and C(resourceVersion) as preconditions (like the in-tree controller): the apiserver
     re-encodes it in the current storage version and changes nothing else; a changed object gets 409 and a deleted one
     is never re-created. 409 and 404 count as done. Expired list tokens (410) continue from the server's fallback
-    token. 429, 5xx, timeouts and dropped connections are retried within a time budget, honouring C(Retry-After)
-    with jitter. An object that is refused (an admission policy, validation, RBAC) or keeps failing is reported by
-    name and the resource goes on, up to O(max_failures) objects; a resource with any failed object is not recorded
-    as migrated. A decode failure on LIST (an object stored in a version the apiserver cannot read) stops the
-    resource with what, where and what to do."
+    token. 429, 5xx, timeouts and dropped connections are retried within a time budget (up to 40 attempts within 90
+    seconds, never past O(timeout)), honouring C(Retry-After) with jitter. An object that is refused (an admission
+    policy, validation, RBAC) or keeps failing is reported by name and the resource goes on, up to O(max_failures)
+    objects; a resource with any failed object is not recorded as migrated. A decode failure on LIST (an object stored
+    in a version the apiserver cannot read) stops the resource with what, where and what to do."
   - "The client-side migrator saves a checkpoint after each finished chunk in O(checkpoint_dir), with the run's
     identity, the storage hash and the time. A checkpoint for another hash or older than the apiserver's
     continue-token lifetime (5 minutes) is discarded with a message. A run that resumed from a checkpoint ends with a
@@ -37,11 +37,20 @@ description:
     after this run went over every object and none failed."
   - "O(timeout) is a hard deadline for the whole task: chunks, the rate limiter, retries, Lease waits and status polls
     all stop at it."
+  - "The bookkeeping requests of every backend - reading, taking, renewing and releasing the resource's Lease, reading
+    its CRD, reading and writing its StorageState record and pruning C(status.storedVersions) - are retried like the
+    client-side migrator's own requests, with the same budget and within the same O(timeout): one 503, dropped
+    connection or 429 does not fail a resource. One that keeps failing fails that resource only, with a message naming
+    it, its Lease or record, the apiserver's answer and whether retrying ran out or the O(timeout) did; the other
+    resources of the task go on."
   - "Locking: one migration per resource at a time across the cluster, through a C(coordination.k8s.io/v1) Lease
     C(kube-system/kubeupgrade-storage-migration-<resource>) held by the run (identity and host), renewed while
     running, released at the end and taken over only after it expired. A second run waits within its O(timeout), then
-    fails naming the holder. A run whose playbook was killed, or that cannot renew its Lease, stops between chunks
-    without writing a record."
+    fails naming the holder. Once it holds the Lease, a run reads the resource's StorageState record again: when the
+    run it waited for recorded every object as stored in the current version (and pruned a CRD's storedVersions), the
+    resource is skipped, with that reason in RV(skipped_resources), instead of every object being rewritten again. A run
+    whose playbook was killed stops between chunks without writing a record; a resource whose Lease cannot be renewed
+    before it expires stops the same way, naming its Lease, and the other resources go on."
   - "Progress: through the collection's action plugin, a line per resource as it finishes and, for a long resource, a
     line at least every 10 seconds (done/total, rate, ETA); the result has a C(summary) table."
   - A migration whose status does not change for O(stall_timeout) is stopped and reported with the likely cause
@@ -347,7 +356,8 @@ migrations:
       elements: str
       sample: [v1]
 skipped_resources:
-  description: Resources not migrated, with why.
+  description: Resources not migrated, with why (also a resource another run migrated while this one waited for its
+    Lease).
   returned: always
   type: list
   elements: dict

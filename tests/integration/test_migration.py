@@ -171,10 +171,10 @@ def test_refresh_records_gives_an_unrecorded_resource_a_record_so_from_records_m
 FAULTS = [
     ("status", {"code": 429, "retry_after": 1, "count": 3, "method": "PATCH"}),
     ("status", {"code": 500, "count": 3, "method": "PATCH"}),
-    ("status", {"code": 503, "count": 3, "method": "GET", "path_regex": "/configmaps"}),
-    ("status", {"code": 429, "retry_after": 1, "count": 2, "method": "GET", "path_regex": "/configmaps"}),
+    ("status", {"code": 503, "count": 3, "method": "GET", "path_regex": "^/api/v1/configmaps$"}),
+    ("status", {"code": 429, "retry_after": 1, "count": 2, "method": "GET", "path_regex": "^/api/v1/configmaps$"}),
     ("drop", {"count": 3, "method": "PATCH"}),
-    ("drop", {"count": 2, "method": "GET", "path_regex": "/configmaps"}),
+    ("drop", {"count": 2, "method": "GET", "path_regex": "^/api/v1/configmaps$"}),
     ("slow", {"delay": 0.3, "count": 5}),
     ("restart_during_list", {"after_chunks": 1, "count": 1}),
 ]

@@ -1,8 +1,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""After a verified migration: the StorageState record says ``[current]`` and a CRD's storedVersions is pruned.
+"""The runner's bookkeeping requests: the CRD read before, the record re-read under the Lease, and after a verified
+migration the StorageState record saying ``[current]`` and a CRD's storedVersions pruned.
 
-Only the runner calls this, and only for a resource whose objects this run verified (every object
-gone over from the first one, none failed) while every apiserver agreed on the hash.
+Every request goes through ``bookkeeping_client``: the migration's own retry policy (``MIGRATION_RETRY``) and the
+task's deadline, so one 503, dropped connection or 429 does not fail a resource whose objects ride it out. A
+request given up fails that resource only, with a message naming it, the request and why it was given up.
+Recording happens only for a resource whose objects this run verified (every object gone over from the first
+one, none failed) while every apiserver agreed on the hash.
 """
 
 from __future__ import annotations
@@ -10,16 +14,61 @@ from __future__ import annotations
 from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.migrator import MIGRATION_RETRY
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import crd_from_object
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records, storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, KubeUpgradeError, MigrationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetriedClient, RetryClock
 
 CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+CRD_WAIT = 60.0  # at most this long (and never past the deadline) for a just-installed StorageState CRD
+
+
+def bookkeeping_client(client, deadline: Deadline, sleep=None) -> RetriedClient:
+    """``client`` under the migration's retry policy and the task's deadline. One per resource (and thread)."""
+    timing = RetryClock(clock=deadline.clock, deadline=deadline.at)
+    if sleep is not None:
+        timing.sleep = sleep
+    return RetriedClient(client, MIGRATION_RETRY, timing)
+
+
+def _explain(client, error: ApiError) -> str:
+    explain = getattr(client, "explain", None)
+    return explain(error) if explain is not None else "not retried"
 
 
 def crd_or_none(client, name: str) -> Optional[dict]:
     """The CRD named like the resource (None for a built-in): the storedVersions guard compares it after."""
-    return client.get_or_none(f"{CRD_PATH}/{name}")
+    try:
+        return client.get_or_none(f"{CRD_PATH}/{name}")
+    except ApiError as error:
+        raise MigrationError(f"Migration of {name} not started: its CustomResourceDefinition could not be read "
+                             f"({_explain(client, error)}): {error}",
+                             details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
+
+
+def migrated_meanwhile(client, name: str, current_hash: Optional[str], crd: Optional[dict]) -> bool:
+    """Read the record again (under the Lease): True when another run recorded every object as ``current_hash``
+    since this run observed it (and, for a CRD, pruned its storedVersions), so nothing is left to rewrite."""
+    try:
+        obj = client.get_or_none(f"{storage_state_io.STATES_PATH}/{name}")
+    except ApiError as error:
+        raise MigrationError(f"Migration of {name} not started: its StorageState record could not be read again "
+                             f"({_explain(client, error)}): {error}",
+                             details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
+    record = records.record_from_object(obj) if obj is not None else None
+    observed = crd_from_object(crd) if crd is not None else None
+    return plan.already_migrated(record, current_hash) and not plan.crd_needs_pruning(observed)
+
+
+def _crd_wait(client) -> storage_state_io.CrdWait:
+    remaining = client.remaining() if hasattr(client, "remaining") else None
+    timeout = CRD_WAIT if remaining is None else max(1.0, min(CRD_WAIT, remaining))
+    timing = getattr(client, "timing", None)
+    if timing is None:
+        return storage_state_io.CrdWait(timeout=timeout)
+    return storage_state_io.CrdWait(timeout=timeout, clock=timing.clock, sleep=timing.sleep)
 
 
 def mark_migrated(client, resource: str, current_hash: str) -> str:
@@ -29,11 +78,20 @@ def mark_migrated(client, resource: str, current_hash: str) -> str:
         try:
             return storage_state_io.mark_migrated(client, resource, current_hash).action
         except ApiError as error:
-            if error.status == 404 and attempt == 1 and not storage_state_io.crd_installed(client):
-                storage_state_io.ensure_crd(client, install=True, check_mode=False)
-                continue
-            raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated: {error}",
-                                 details={"resource": resource}) from None
+            failure = error
+        if failure.status == 404 and attempt == 1:
+            try:
+                if not storage_state_io.crd_installed(client):
+                    storage_state_io.ensure_crd(client, install=True, check_mode=False, wait=_crd_wait(client))
+                    continue
+            except ApiError as error:
+                failure = error
+            except KubeUpgradeError as error:  # installed, but never Established
+                raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated: "
+                                     f"{error}", details={"resource": resource}) from None
+        raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated "
+                             f"({_explain(client, failure)}): {failure}",
+                             details={"resource": resource, "status": failure.status, "endpoint": failure.endpoint})
     return ""  # not reached
 
 
@@ -44,6 +102,15 @@ def prune_stored_versions(client, crd_at_start: dict) -> Optional[list]:
     changed since the migration started or the value would be invalid (the real /status does not check).
     """
     name = (crd_at_start.get("metadata") or {}).get("name")
+    try:
+        return _prune(client, name, crd_at_start)
+    except ApiError as error:
+        raise MigrationError(f"Objects of {name} were migrated, but status.storedVersions was not pruned "
+                             f"({_explain(client, error)}): {error}",
+                             details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
+
+
+def _prune(client, name: str, crd_at_start: dict) -> Optional[list]:
     crd_now = client.get(f"{CRD_PATH}/{name}")
     value, why = plan.stored_versions_value(crd_from_object(crd_at_start), crd_from_object(crd_now))
     if why:
@@ -56,8 +123,11 @@ def prune_stored_versions(client, crd_at_start: dict) -> Optional[list]:
     try:
         client.put(f"{CRD_PATH}/{name}/status", body)
     except ApiError as error:
-        if error.status == 409:
-            raise MigrationError(f"CRD {name} changed while its storedVersions were being pruned; re-run.",
-                                 details={"resource": name}) from None
-        raise
+        if error.status != 409:
+            raise
+        # Our write may have landed with its answer lost (its retry then conflicts): look before blaming anyone.
+        if list((client.get(f"{CRD_PATH}/{name}").get("status") or {}).get("storedVersions") or []) == value:
+            return value
+        raise MigrationError(f"CRD {name} changed while its storedVersions were being pruned; re-run.",
+                             details={"resource": name}) from None
     return value

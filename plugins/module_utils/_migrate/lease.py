@@ -6,6 +6,12 @@ at the end, and taken over only after it expired (``renewTime + leaseDurationSec
 leader election does. Every write carries the Lease's ``resourceVersion``, so two runs racing for
 the same Lease cannot both win: the loser gets 409 and looks again. A run that cannot renew its
 Lease for a whole lease duration is told to stop (someone else may take over).
+
+Every request goes through the client it is given: the runner hands a ``RetriedClient`` with the
+migration's retry policy and the task's deadline, so a 503, a dropped connection or a 429 is ridden out
+as the migration's own LIST and PATCH are. A renewal retries only until the Lease would have expired.
+A write whose answer was lost (the connection dropped after the apiserver stored it) looks like a 409 on
+its retry: the Lease is read again, and a Lease naming this run as holder is ours.
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import NO_RETRY, RetriedClient
 
 NAMESPACE = "kube-system"
 LEASES_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
@@ -56,20 +63,33 @@ def holder_of(lease: dict, now: datetime) -> Optional[str]:
     return holder if renewed + timedelta(seconds=float(duration)) > now else None
 
 
+class _Halted(Exception):
+    """The renewal was told to stop while it waited to retry."""
+
+
 class ResourceLease:
     """Acquire, renew in the background, and release the Lease of one resource."""
 
     def __init__(self, client, resource: str, holder: str, duration: int = 30, now=None):
-        self.client = client
+        self.client = client if isinstance(client, RetriedClient) else RetriedClient(client, NO_RETRY)
         self.resource = resource
         self.name = lease_name(resource)
         self.holder = holder
         self.duration = int(duration)
         self.now = now or (lambda: datetime.now(timezone.utc))
         self.lost = ""  # why the Lease was lost, once it was
+        self.waited_for: Optional[str] = None  # the other holder this run waited for, if it had to
         self._lease: Optional[dict] = None
         self._halt = threading.Event()
         self._thread: Optional[threading.Thread] = None
+
+    @property
+    def label(self) -> str:
+        return f"{NAMESPACE}/{self.name}"
+
+    @property
+    def path(self) -> str:
+        return f"{LEASES_PATH}/{self.name}"
 
     def _spec(self, acquire: bool) -> dict:
         stamp = self.now().strftime(MICROTIME)
@@ -80,14 +100,15 @@ class ResourceLease:
             spec["leaseTransitions"] = int(spec.get("leaseTransitions") or 0) + (1 if self._lease else 0)
         return spec
 
+    def _read(self, client) -> Optional[dict]:
+        return client.get_or_none(self.path)
+
+    def _ours(self, lease: Optional[dict]) -> bool:
+        return lease is not None and ((lease.get("spec") or {}).get("holderIdentity") == self.holder)
+
     def _try_acquire(self) -> Optional[str]:
         """One attempt; returns the other holder when the Lease is held, None when we hold it now."""
-        try:
-            self._lease = self.client.get(f"{LEASES_PATH}/{self.name}")
-        except ApiError as error:
-            if error.status != 404:
-                raise
-            self._lease = None
+        self._lease = self._read(self.client)
         if self._lease is None:
             body = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                     "metadata": {"name": self.name, "namespace": NAMESPACE,
@@ -98,48 +119,97 @@ class ResourceLease:
         if other and other != self.holder:
             return other
         body = dict(self._lease, spec=self._spec(acquire=other != self.holder))
-        return self._write("PUT", f"{LEASES_PATH}/{self.name}", body)
+        return self._write("PUT", self.path, body)
 
     def _write(self, method: str, path: str, body: dict) -> Optional[str]:
         try:
             self._lease = self.client.request(method, path, body=body).json()
         except ApiError as error:
-            if error.status in (409, 422):  # someone else created or updated it first: look again
-                return "(another run, racing for it)"
-            raise
+            if error.status not in (409, 422):
+                raise
+            # Someone else created or updated it first, or our own write landed and only its answer was lost.
+            now = self._read(self.client)
+            if self._ours(now):
+                self._lease = now
+                return None
+            return "(another run, racing for it)"
         return None
+
+    def _failed(self, error: ApiError) -> MigrationError:
+        why = self.client.explain(error)
+        return MigrationError(
+            f"Migration of {self.resource} not started: its Lease {self.label} could not be taken ({why}): {error}",
+            details={"resource": self.resource, "lease": self.label, "status": error.status,
+                     "endpoint": error.endpoint})
 
     def acquire(self, deadline: Deadline, poll: float = 2.0, sleep=time.sleep) -> None:
         """Take the Lease, waiting within ``deadline`` for the holder to release it or let it expire."""
         while True:
-            other = self._try_acquire()
+            try:
+                other = self._try_acquire()
+            except ApiError as error:
+                raise self._failed(error) from None
             if other is None:
                 self._start_renewing()
                 return
+            self.waited_for = other
             remaining = deadline.remaining()
             if remaining is not None and remaining <= 0:
                 raise MigrationError(
-                    f"Migration of {self.resource} not started: another migration holds Lease {NAMESPACE}/{self.name} "
+                    f"Migration of {self.resource} not started: another migration holds Lease {self.label} "
                     f"(holder {other}). Wait for it to finish, or for the Lease to expire ({self.duration}s after its "
                     "last renewal) if that run is gone, then re-run.",
-                    details={"resource": self.resource, "lease": f"{NAMESPACE}/{self.name}", "holder": other})
+                    details={"resource": self.resource, "lease": self.label, "holder": other})
             sleep(poll if remaining is None else max(0.0, min(poll, remaining)))
 
     def _start_renewing(self) -> None:
         self._thread = threading.Thread(target=self._renew_loop, daemon=True)
         self._thread.start()
 
+    def _halting_sleep(self, seconds: float) -> None:
+        """A renewal's wait to retry: ends early (and stops the retry) when the Lease is released."""
+        sleep = self.client.timing.sleep
+        if sleep is time.sleep:
+            halted = self._halt.wait(seconds)
+        else:  # an injected sleep (tests)
+            sleep(seconds)
+            halted = self._halt.is_set()
+        if halted:
+            raise _Halted()
+
+    def _renew_once(self, last_ok: float) -> None:
+        """One renewal, retried until the Lease would expire (``last_ok + duration``) or the task's deadline."""
+        client = self.client.bounded(last_ok + self.duration, sleep=self._halting_sleep)
+        body = dict(self._lease, spec=self._spec(acquire=False))
+        try:
+            self._lease = client.request("PUT", self.path, body=body).json()
+        except ApiError as error:
+            if error.status != 409:
+                raise
+            now = self._read(client)  # our renewal may have landed with its answer lost
+            if not self._ours(now):
+                raise
+            self._lease = now
+            self._lease = client.request("PUT", self.path, body=dict(now, spec=self._spec(acquire=False))).json()
+
     def _renew_loop(self) -> None:
-        last_ok = time.monotonic()
-        while not self._halt.wait(max(1.0, self.duration / 3.0)):
+        clock = self.client.timing.clock  # the task's clock: the retry's deadline is on it
+        last_ok = clock()
+        interval = max(1.0, self.duration / 3.0)
+        while not self._halt.wait(interval):
             try:
-                body = dict(self._lease, spec=self._spec(acquire=False))
-                self._lease = self.client.request("PUT", f"{LEASES_PATH}/{self.name}", body=body).json()
-                last_ok = time.monotonic()
+                self._renew_once(last_ok)
+                last_ok = clock()
+            except _Halted:
+                return
             except ApiError as error:
-                if error.status == 409 or time.monotonic() - last_ok >= self.duration:
-                    self.lost = (f"Lease {NAMESPACE}/{self.name} could not be renewed ({error.status or 'no answer'}); "
-                                 "another run may have taken it over")
+                # Lost once the next renewal would come after the Lease expired: another run may take it then.
+                if error.status == 409 or clock() + interval - last_ok >= self.duration:
+                    last = f"last error: {error.status or 'no answer'} from {error.endpoint or 'the apiserver'}"
+                    self.lost = (f"its Lease {self.label} was taken over by another run ({last}); let that run finish"
+                                 if error.status == 409
+                                 else f"its Lease {self.label} could not be renewed before it expires ({self.duration}s "
+                                      f"after its last renewal), so another run may take it over ({last}). Re-run once that apiserver answers")
                     return
 
     def release(self) -> None:
@@ -149,9 +219,19 @@ class ResourceLease:
             self._thread.join(timeout=5)
         if self.lost or self._lease is None:
             return
-        spec = dict(self._lease.get("spec") or {})
-        spec.update(holderIdentity=None, leaseDurationSeconds=1)
-        try:
-            self.client.request("PUT", f"{LEASES_PATH}/{self.name}", body=dict(self._lease, spec=spec))
-        except ApiError:
-            pass  # it expires on its own after leaseDurationSeconds
+        for _attempt in (1, 2):
+            spec = dict(self._lease.get("spec") or {})
+            spec.update(holderIdentity=None, leaseDurationSeconds=1)
+            try:
+                self.client.request("PUT", self.path, body=dict(self._lease, spec=spec))
+                return
+            except ApiError as error:
+                if error.status != 409:
+                    return  # it expires on its own after leaseDurationSeconds
+                try:
+                    now = self._read(self.client)
+                except ApiError:
+                    return
+                if not self._ours(now):
+                    return  # released already (our answer was lost), or someone else's now
+                self._lease = now

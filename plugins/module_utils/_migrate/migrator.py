@@ -38,7 +38,12 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
     is_decode_failure,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryClock, RetryPolicy, call_with_retries
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import (
+    RetryClock,
+    RetryPolicy,
+    call_with_retries,
+    retry_bound,
+)
 
 FIELD_MANAGER = "kubeupgrade-storage-migrator"
 METADATA_OBJECT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
@@ -49,7 +54,8 @@ MAX_EXPIRED_TOKENS = 20
 MAX_NAMESPACE_PROBES = 500
 MAX_REPORTED_FAILURES = 100
 # client-go retries a 429 ten times; an apiserver restart behind a load balancer answers 503 for several
-# seconds. Attempts are many; the time budget (and the task's deadline) is what bounds a retry.
+# seconds. Attempts are many; the time budget (and the task's deadline) is what bounds a retry. The runner's
+# bookkeeping requests (Lease, CRD, StorageState) go through the same policy and deadline.
 MIGRATION_RETRY = RetryPolicy(attempts=40, base_delay=0.25, max_delay=8.0, budget=90.0)
 
 
@@ -271,7 +277,7 @@ class ClientMigrator:
                          "status": error.status, "message": error.api_message, "objects_migrated": done})
         cause = "the apiserver refused"
         if isinstance(error, EndpointUnreachable) or error.status in self.options.policy.retry_statuses:
-            cause = f"gave up after retrying ({_retry_bound(self.options.policy)})"
+            cause = f"gave up after retrying ({retry_bound(self.options.policy)})"
         return MigrationError(
             f"Migration of {self.target.name} stopped: listing it on {where} failed ({cause}): {error}",
             details={"resource": self.target.name, "status": error.status, "reason": error.reason,
@@ -333,7 +339,7 @@ class ClientMigrator:
         if is_decode_failure(error.status, error.api_message):
             why = "stored in a version this apiserver cannot decode; restore it with a release that can, or delete its etcd key"
         elif isinstance(error, EndpointUnreachable) or error.status in self.options.policy.retry_statuses:
-            why = f"still failing after retrying ({_retry_bound(self.options.policy)})"
+            why = f"still failing after retrying ({retry_bound(self.options.policy)})"
         else:
             why = ("refused by the apiserver (an admission policy or webhook denying updates, a validation error, or "
                    "RBAC without patch)")
@@ -490,12 +496,6 @@ class ObjectListMigrator(ClientMigrator):
                 last_gate = self._between_chunks(last_gate)
         self.progress.verified = self.progress.failed == 0
         return self.progress
-
-
-def _retry_bound(policy: RetryPolicy) -> str:
-    if policy.budget is None:
-        return f"{policy.attempts} attempts"
-    return f"up to {policy.attempts} attempts within {policy.budget:g}s"
 
 
 def _client_with_pool(client, concurrency: int):

@@ -127,14 +127,16 @@ class StatusFile:
 
 
 class StopSignal:
-    """Why to stop (the parent process is gone, the playbook's heartbeat stopped), or None."""
+    """Why the whole task must stop (the parent process is gone, the playbook's heartbeat stopped), or None.
+
+    A lost Lease stops its own resource only: the runner asks the resource's Lease as well (``Resource.stop_reason``).
+    """
 
     def __init__(self, status_path: Optional[str], parent: Optional[int] = None, clock=time.time):
         self.parent = os.getppid() if parent is None else parent
         self.heartbeat = (status_path + HEARTBEAT_SUFFIX) if status_path else None
         self.watch_heartbeat = bool(self.heartbeat and os.path.exists(self.heartbeat))
         self.clock = clock
-        self.extra = []  # more callables returning a reason (the Leases)
 
     def __call__(self) -> Optional[str]:
         if os.getppid() != self.parent:
@@ -146,8 +148,4 @@ class StopSignal:
                 age = HEARTBEAT_TIMEOUT + 1
             if age > HEARTBEAT_TIMEOUT:
                 return f"the playbook stopped watching this migration {age:.0f}s ago (it was killed)"
-        for check in self.extra:
-            why = check()
-            if why:
-                return why
         return None

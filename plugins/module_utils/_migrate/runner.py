@@ -2,10 +2,14 @@
 """What ``storage_migration`` calls: validate, observe, select, gate, lock, migrate, verify, record.
 
 Order of events for each selected resource (several at a time, bounded by ``parallel_resources``):
-take its Lease; migrate (client-side loop, or a cluster-side migration object); check that every
-apiserver still agrees on the hash; only then, and only when this run verified every object with
-none failed, set its StorageState record to ``[current]`` and prune a CRD's storedVersions; delete
-the succeeded migration object; release the Lease. One deadline (``timeout``) bounds the whole task.
+take its Lease; read its StorageState record again (another run that held the Lease may have migrated
+it meanwhile: then it is skipped); migrate (client-side loop, or a cluster-side migration object);
+check that every apiserver still agrees on the hash; only then, and only when this run verified every
+object with none failed, set its StorageState record to ``[current]`` and prune a CRD's storedVersions;
+delete the succeeded migration object; release the Lease. One deadline (``timeout``) bounds the whole
+task. The bookkeeping requests (Lease, CRD, StorageState) go through the migration's own retry policy
+and that deadline (``bookkeeping.bookkeeping_client``). A resource stops on its own Lease only: losing
+one resource's Lease stops that resource, not the others of the task.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import compare
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import headline, next_step
@@ -53,6 +57,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources impo
 STARTED = "started"
 WOULD_MIGRATE = "would_migrate"
 FAILED = "failed"
+DONE_MEANWHILE = "done_meanwhile"  # another run migrated and recorded it while this one waited: moved to skipped
 
 
 @dataclass
@@ -240,7 +245,7 @@ def _version(run: Run, name: str, crd: Optional[dict]):
     return observed, version
 
 
-def _client_side(run: Run, name: str, entry: dict, crd: Optional[dict]) -> None:
+def _client_side(run: Run, name: str, entry: dict, crd: Optional[dict], should_stop: Callable[[], Optional[str]]) -> None:
     observed, version = _version(run, name, crd)
     params = run.params
     target = mig.ResourceTarget(GroupResource.parse(name), version, namespaced=observed.namespaced,
@@ -254,7 +259,7 @@ def _client_side(run: Run, name: str, entry: dict, crd: Optional[dict]) -> None:
                                                 progress.objects_migrated + (progress.objects_remaining or 0),
                                                 time.monotonic() - started))
 
-    hooks = mig.Hooks(gate=gate_for(run, name), gate_interval=params["poll_interval"], should_stop=run.stop,
+    hooks = mig.Hooks(gate=gate_for(run, name), gate_interval=params["poll_interval"], should_stop=should_stop,
                       on_progress=on_progress)
     if run.objects is not None:
         listed = mig.ObjectListMigrator(run.cluster, target, options, run.identity, None)
@@ -308,33 +313,68 @@ def _cluster_side(run: Run, name: str, entry: dict, choice: plan.BackendChoice) 
     return driver
 
 
-def _record(run: Run, name: str, entry: dict, crd: Optional[dict]) -> None:
+@dataclass
+class Resource:
+    """What one resource's migration carries besides the task: its bookkeeping client, its Lease and stop signal."""
+
+    name: str
+    books: object  # bookkeeping.bookkeeping_client: retried, bounded by the task's deadline
+    lease: Optional[ResourceLease] = None
+
+    def stop_reason(self, run: Run) -> Optional[str]:
+        """Why this resource must stop: the task's signal (the playbook is gone), or its own Lease lost."""
+        why = run.stop() if run.stop is not None else None
+        return why or (self.lease.lost if self.lease is not None and self.lease.lost else None)
+
+
+def _record(run: Run, res: Resource, entry: dict, crd: Optional[dict]) -> None:
     """Only a verified migration, checked again against the apiservers' agreement, changes a record."""
+    name = res.name
     if not entry.get("verified"):
         return
     gate_for(run, name)()
-    if run.stop is not None:
-        why = run.stop()
-        if why:
-            raise mig.Stopped(f"Migration of {name} finished but was not recorded: {why}", details={"resource": name})
+    why = res.stop_reason(run)
+    if why:
+        raise mig.Stopped(f"Migration of {name} finished but was not recorded: {why}", details={"resource": name})
     if run.params["update_records"]:
-        entry["record"] = bookkeeping.mark_migrated(run.cluster, name, run.current[name])
+        entry["record"] = bookkeeping.mark_migrated(res.books, name, run.current[name])
         if entry["record"].startswith("skipped"):
             run.mod.warn(f"{name}: StorageState record {entry['record']}; a re-run will migrate it again.")
     entry["stored_versions"] = None
     if crd is not None and run.params["prune_crd_stored_versions"]:
-        entry["stored_versions"] = bookkeeping.prune_stored_versions(run.cluster, crd)
+        entry["stored_versions"] = bookkeeping.prune_stored_versions(res.books, crd)
 
 
-def _migrate_locked(run: Run, name: str, entry: dict, choice: plan.BackendChoice) -> None:
-    crd = bookkeeping.crd_or_none(run.cluster, name) if GroupResource.parse(name).group else None
+def _done_meanwhile(run: Run, res: Resource, entry: dict, crd: Optional[dict]) -> bool:
+    """Under the Lease, before any write: did a run that held it record this resource as migrated since we looked?
+    (Not for objects_from_audit: a measurement beats a record there, as in the selection.)"""
+    if res.lease is None or run.objects is not None:
+        return False
+    if not bookkeeping.migrated_meanwhile(res.books, res.name, run.current[res.name], crd):
+        return False
+    current = run.current[res.name]
+    if res.lease.waited_for:
+        entry["reason"] = (f"migrated by another run while this one waited for its Lease (held by "
+                           f"{res.lease.waited_for}): StorageState says every object is stored as {current} already")
+    else:
+        entry["reason"] = (f"migrated by another run since this one looked: StorageState says every object is stored "
+                           f"as {current} already")
+    entry["status"] = DONE_MEANWHILE
+    return True
+
+
+def _migrate_locked(run: Run, res: Resource, entry: dict, choice: plan.BackendChoice) -> None:
+    name = res.name
+    crd = bookkeeping.crd_or_none(res.books, name) if GroupResource.parse(name).group else None
+    if _done_meanwhile(run, res, entry, crd):
+        return
     driver = None
     if choice.backend == plan.CLIENT:
-        _client_side(run, name, entry, crd)
+        _client_side(run, name, entry, crd, lambda: res.stop_reason(run))
     else:
         driver = _cluster_side(run, name, entry, choice)
     if entry["status"] == plan.SUCCEEDED:
-        _record(run, name, entry, crd)
+        _record(run, res, entry, crd)
         if driver is not None and not run.params["keep_migration_objects"]:
             entry["migration_object_deleted"] = driver.delete(entry["name"])
 
@@ -344,23 +384,27 @@ def migrate_resource(run: Run, name: str, choice: plan.BackendChoice) -> dict:
     entry = {"resource": name, "backend": choice.backend, "api_version": choice.api_version, "name": None,
              "status": "running", "storage_hash": run.current[name], "record": None}
     started = time.monotonic()
-    lease = None
+    res = Resource(name, bookkeeping.bookkeeping_client(run.cluster, run.deadline))
     try:
         if run.params["lock"]:
-            lease = ResourceLease(run.cluster, name, f"{run.identity.run_id}@{socket.gethostname()}",
-                                  duration=int(run.params["lock_duration"]))
-            lease.acquire(run.deadline)
-            entry["lease"] = lease.name
-            run.stop.extra.append(lambda: lease.lost or None)
-        _migrate_locked(run, name, entry, choice)
+            # Its own bookkeeping client: the renewal runs in another thread.
+            res.lease = ResourceLease(bookkeeping.bookkeeping_client(run.cluster, run.deadline), name,
+                                      f"{run.identity.run_id}@{socket.gethostname()}",
+                                      duration=int(run.params["lock_duration"]))
+            res.lease.acquire(run.deadline)
+            entry["lease"] = res.lease.name
+        _migrate_locked(run, res, entry, choice)
     except KubeUpgradeError as error:
         entry["status"] = FAILED
         entry["error"] = str(error)
     finally:
-        if lease is not None:
-            lease.release()
+        if res.lease is not None:
+            res.lease.release()
         entry["seconds"] = round(time.monotonic() - started, 3)
-        run.status.finished_line(name, finished_line(entry) if worth_a_progress_line(entry) else None)
+        if entry["status"] == DONE_MEANWHILE:
+            run.status.finished_line(name, f"{name}: skipped, {entry['reason']}")
+        else:
+            run.status.finished_line(name, finished_line(entry) if worth_a_progress_line(entry) else None)
     return entry
 
 
@@ -455,8 +499,12 @@ def run(mod) -> dict:
         return result
     with ThreadPoolExecutor(max_workers=run_.params["parallel_resources"]) as pool:
         futures = [pool.submit(migrate_resource, run_, n, plan.backend_for(choice, n)) for n in selection.selected]
-        result["migrations"] = [f.result() for f in futures]
-    result["summary"] = summary_table(result["migrations"], selection.skipped)
+        entries = [f.result() for f in futures]
+    result["migrations"] = [m for m in entries if m["status"] != DONE_MEANWHILE]
+    meanwhile = [{"resource": m["resource"], "reason": m["reason"]} for m in entries if m["status"] == DONE_MEANWHILE]
+    result["skipped_resources"] = skipped + meanwhile
+    result["changed"] = bool(result["migrations"]) or bool(run_.refreshed and run_.refreshed["changed"])
+    result["summary"] = summary_table(result["migrations"], selection.skipped + meanwhile)
     failed = [m for m in result["migrations"] if m["status"] == FAILED]
     if failed:
         raise MigrationError(
@@ -464,7 +512,9 @@ def run(mod) -> dict:
             + " ".join(f"{m['resource']}: {m.get('error') or _failed_objects(m)}" for m in failed),
             details={"failed": [m["resource"] for m in failed]},
             result={k: v for k, v in result.items() if k != "changed"})
-    result["msg"] = _message(result["migrations"], choice)
+    done_meanwhile = (f"Skipped {', '.join(m['resource'] for m in meanwhile)}: another run migrated and recorded "
+                      "it meanwhile." if meanwhile else "")
+    result["msg"] = " ".join(part for part in (_message(result["migrations"], choice), done_meanwhile) if part)
     return result
 
 
