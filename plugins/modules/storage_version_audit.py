@@ -11,8 +11,12 @@ description:
   - Reads every key under the kube-apiserver's etcd prefix with paged, read-only range requests and decodes, per value,
     the apiVersion and kind it is stored as (the C(k8s\x00) protobuf envelope, JSON, or a value encrypted at rest).
   - Reports, per resource, the number of objects, the count per stored apiVersion with the storage version hash the
-    apiserver advertises for it, the count per encryption provider and key, and with O(target_release) or
-    O(readable_versions) the names of the objects a target apiserver could not decode.
+    apiserver advertises for it and the names of its objects, the count per encryption provider and key, and with
+    O(target_release) or O(readable_versions) the names of the objects a target apiserver could not decode.
+  - The names per stored version (at most O(names_limit) each) are evidence for any target -
+    M(kubeupgrade.storage.storage_version_check) computes from them which objects its own target cannot decode, so one
+    audit judges an upgrade and its rollback. The CustomResourceDefinitions read in etcd are recorded too, so that
+    custom resources can be judged from the audit alone, with no apiserver (O(kubeupgrade.storage.storage_version_check#module:offline)).
   - This is measured fact, where StorageState records can only say C(Unknown) before a full migration has run. Feed
     the result to C(storage_state), C(storage_version_check) and C(storage_migration).
   - Values that cannot be read (garbage, or encrypted with a key that was not given) are counted as unreadable, never
@@ -95,7 +99,10 @@ options:
     type: dict
   names_limit:
     description:
-      - How many object names each list returns; C(-1) returns every name (for an object-level migration), C(0) none.
+      - How many object names each list returns (per resource, and per stored version of each resource); C(-1) returns
+        every name (for an object-level migration), C(0) none.
+      - With C(-1), each stored version still keeps at most 1000 names (RV(version_names_limit)), so the result stays
+        bounded whatever the number of objects; the lists of what O(target_release) cannot decode keep every name.
     type: int
     default: 20
 extends_documentation_fragment:
@@ -161,10 +168,11 @@ summary:
   sample: "269 keys: 267 objects of 18 resources, 0 unreadable, 0 outside the key layout"
 resources:
   description:
-    - Per resource (kubectl-style name), what is stored. C(versions) lists each stored apiVersion with its kind, count
-      and storage version hash; C(hashes) those hashes; C(encryption) counts per C(identity) or C(<provider>:<key name>);
-      C(unreadable), C(unreadable_names) and C(unreadable_reasons) the values that could not be read; C(judged) whether
-      readable versions were known for it; then C(readable_versions), C(not_readable) and C(not_readable_names).
+    - Per resource (kubectl-style name), what is stored. C(versions) lists each stored apiVersion with its kind, count,
+      storage version hash and C(names) (the first O(names_limit) objects stored in it); C(hashes) those hashes;
+      C(encryption) counts per C(identity) or C(<provider>:<key name>); C(unreadable), C(unreadable_names) and
+      C(unreadable_reasons) the values that could not be read; C(judged) whether readable versions were known for it;
+      then C(readable_versions), C(not_readable) and C(not_readable_names) (for O(target_release) only).
   returned: success
   type: dict
   sample:
@@ -173,8 +181,8 @@ resources:
       resource: widgets
       objects: 55
       versions:
-        - {api_version: example.com/v1, kind: Widget, count: 5, hash: "gIwvi5rymmg="}
-        - {api_version: example.com/v1alpha1, kind: Widget, count: 50, hash: "aXSEt3iQTdQ="}
+        - {api_version: example.com/v1, kind: Widget, count: 5, hash: "gIwvi5rymmg=", names: [scen-a/w-50, scen-a/w-51]}
+        - {api_version: example.com/v1alpha1, kind: Widget, count: 50, hash: "aXSEt3iQTdQ=", names: [scen-a/w-00, scen-a/w-01]}
       hashes: ["aXSEt3iQTdQ=", "gIwvi5rymmg="]
       encryption: {identity: 55}
       unreadable: 0
@@ -185,6 +193,43 @@ resources:
       not_readable: 50
       not_readable_names: [scen-a/w-00, scen-a/w-01]
       summary: "widgets.example.com: 55 objects (5 example.com/v1, 50 example.com/v1alpha1), 50 in a version the target cannot decode"
+crds:
+  description:
+    - The CustomResourceDefinitions stored under the prefix, by name, each with C(group), C(kind), C(plural),
+      C(scope), C(versions) (C(name), C(served), C(storage)), C(storage_version) and C(stored_versions)
+      (C(status.storedVersions)) - what their custom resources can be judged against with no apiserver.
+  returned: success
+  type: dict
+  sample:
+    widgets.example.com:
+      group: example.com
+      kind: Widget
+      plural: widgets
+      scope: Namespaced
+      versions: [{name: v1alpha1, served: true, storage: false}, {name: v1, served: true, storage: true}]
+      storage_version: v1
+      stored_versions: [v1alpha1, v1]
+crds_unread:
+  description: CustomResourceDefinitions whose stored value could not be read (encrypted at rest, not JSON), with the reason.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"name": "gadgets.example.com", "reason": "encrypted at rest (its versions cannot be read from etcd without the apiserver)"}]
+target_release:
+  description: The release O(target_release) named, as its profile names it (C(1.33) for C(v1.33.2)); null without it.
+  returned: success
+  type: str
+  sample: "1.33"
+names_limit:
+  description: The O(names_limit) the names were kept with (a consumer can tell a cut list from a complete one).
+  returned: success
+  type: int
+  sample: 20
+version_names_limit:
+  description: The names kept per stored version (C(versions[].names)) - O(names_limit), or 1000 when that is C(-1).
+  returned: success
+  type: int
+  sample: 20
 keys_scanned:
   description: Keys read under the prefix.
   returned: success

@@ -23,6 +23,11 @@ description:
   - A StorageState record of a resource that neither the running apiservers nor the target serve is skipped with
     its reason (remove it with M(kubeupgrade.storage.storage_state) O(kubeupgrade.storage.storage_state#module:state=absent)).
   - Writes nothing to the cluster, unless O(refresh_records=true) brings the StorageState records up to date first.
+  - Judges offline, with no apiserver, from an etcd audit (O(audit)) - with O(offline=true), or on its own when no
+    apiserver answers and an audit is given. Release data stands in for built-ins, the CustomResourceDefinitions the
+    audit read for custom resources, and O(running_releases) for what the running apiservers write and read. The
+    result says so (RV(offline), RV(notes), the reports) with what that leaves out. Accepting an unreachable apiserver
+    means judging without it, never passing - objects the audit finds the target cannot decode still block.
 author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
   - kubeupgrade.storage.connection
@@ -91,11 +96,38 @@ options:
       - The registered result of M(kubeupgrade.storage.storage_version_audit) (an etcd scan). Measured beats
         remembered - for every resource the audit read, the persisted versions are exactly those found in etcd
         (no StorageState record and no C(Unknown) needed), whether objects exist is the audit's count, and a
-        verdict that is not C(safe) names the objects the audit found in a version its target cannot read.
+        verdict that is not C(safe) names the objects stored in a version this check's target cannot read.
+      - Those names are computed for this check's own target from the names the audit keeps per stored version, so
+        one audit serves any target (an upgrade and its rollback); they are never names judged for the audit's own
+        O(kubeupgrade.storage.storage_version_audit#module:target_release). An audit from before 0.3.0 (no names per
+        version) names objects only for the target it judged; otherwise the reason says the names are not known.
       - Run the audit just before the check (the apiservers may write new objects in the meantime; the versions
         they write now are always added). Resources the audit did not read (a O(resources) filter on the audit)
         are judged from their records as without an audit.
+      - Without any apiserver answering, the check judges from the audit alone (see O(offline)).
     type: raw
+  offline:
+    description:
+      - Judge from O(audit) alone and contact no apiserver (the connection options and O(endpoints) are not used, and
+        no kubeconfig is needed) - for a snapshot's audit judged on the controller, or a maintenance window.
+      - Built-ins are judged against release data, custom resources against the CustomResourceDefinitions the audit
+        read in etcd (and O(target_crds)); what is stored and whether objects exist are the audit's. The resources
+        judged are those the audit found.
+      - Left out, and said in RV(notes) and the reports - whether the apiservers agree, the versions they serve, their
+        StorageState records, objects written after the audit, and, without O(running_releases), what the running
+        apiservers write and read (so whether a migration through them helps).
+      - With V(false) (the default) the check still judges this way when no apiserver answers and O(audit) is given;
+        each unreachable apiserver stays a blocking finding of its own unless accepted.
+      - Cannot be combined with O(target_endpoint), O(upgrading) or O(refresh_records), which need a live apiserver.
+    type: bool
+    default: false
+  running_releases:
+    description:
+      - The Kubernetes releases the apiservers that wrote the audited etcd run (such as V(["1.28", "1.32"]) during a
+        roll; quote them). Used only when the check judges offline, where release data then says what those
+        apiservers write and read - the same as a live check would see unless flags or feature gates change it.
+    type: list
+    elements: str
   count_objects:
     description:
       - Count the stored objects of every resource whose verdict is not C(safe) (one metadata-only LIST with
@@ -171,6 +203,8 @@ attributes:
     support: none
 notes:
   - At least one of O(target_release), O(target_endpoint) or O(target_crds) is required.
+  - Offline, the check needs the C(kubernetes) Python package only because every cluster module of the collection
+    loads with it.
   - The reports are written by this module's action plugin, on the controller.
 """
 
@@ -203,6 +237,14 @@ EXAMPLES = r"""
     target_endpoint: https://10.0.0.11:6443
     endpoints: [https://10.0.0.12:6443, https://10.0.0.13:6443]
     fail_on: [unsafe, removed, unknown]
+
+- name: Judge a snapshot's etcd audit on the controller, with no apiserver
+  kubeupgrade.storage.storage_version_check:
+    offline: true
+    audit: "{{ snapshot_audit }}"
+    target_release: "1.33"
+    running_releases: ["1.32"]
+  delegate_to: localhost
 
 - name: Judge from a control-plane node, keep the reports on the controller
   kubeupgrade.storage.storage_version_check:
@@ -287,7 +329,10 @@ resources:
       type: str
       sample: "2026-11-24T04:00:00Z"
     objects_named:
-      description: Objects the audit found in a version its target cannot read (the audit's first C(names_limit)).
+      description:
+        - Objects the audit found stored in a version this check's target cannot read (a target without the resource
+          reads none), computed for this target from the audit's names per stored version; at most the audit's
+          C(names_limit), and the reason says when the list is cut or cannot be made.
       type: list
       elements: str
       sample: ["demo/gpu-claim"]
@@ -377,7 +422,7 @@ disagreeing:
 agreed:
   description:
     - Whether every apiserver answered with complete discovery and all report the same storage version for every
-      resource (readiness aside), as M(kubeupgrade.storage.storage_version_info) reports it.
+      resource (readiness aside), as M(kubeupgrade.storage.storage_version_info) reports it. V(false) offline (not read).
   returned: when the check judged
   type: bool
   sample: true
@@ -391,7 +436,9 @@ records_refreshed:
   sample: {"changed": true, "records": [{"name": "secrets", "action": "created"}], "crd_installed": false,
            "unreachable_endpoints": [], "msg": "create 1, update 0 StorageState record(s); 60 unchanged"}
 endpoints:
-  description: Per endpoint - reachable, error (with the HTTP status), release, ready.
+  description:
+    - Per endpoint - reachable, error (with the HTTP status), release, ready. Offline, the apiservers that did not
+      answer (none with O(offline=true)); release data standing in for apiservers is not listed here.
   returned: always
   type: list
   elements: dict
@@ -401,6 +448,26 @@ releases:
     - The releases the reachable apiservers run, sorted. One release - a migration may wait for their agreement;
       several - a rolling upgrade is under way (mixed releases), and migrating waits until it is finished.
   returned: success
+  type: list
+  elements: str
+  sample: ["1.32"]
+offline:
+  description: Whether the check judged offline, from O(audit) with no apiserver read (see O(offline)).
+  returned: success
+  type: bool
+  sample: false
+notes:
+  description:
+    - What the judgement rests on and leaves out when it is offline (which audit, that no apiserver was read, whether
+      release data stood in for the running apiservers, CRDs the audit could not read); empty online. The reports
+      show them under the headline.
+  returned: success
+  type: list
+  elements: str
+  sample: ["Judged offline (offline: true) from the etcd audit of etcd https://127.0.0.1:2379, revision 812 ..."]
+running_releases:
+  description: The releases release data stood in for when judging offline (O(running_releases)), as profiles name them.
+  returned: when the check judged offline
   type: list
   elements: str
   sample: ["1.32"]
@@ -433,6 +500,8 @@ def argument_spec() -> dict:
         "accept": {"type": "dict", "default": {}},
         "count_objects": {"type": "bool", "default": True},
         "audit": {"type": "raw"},
+        "offline": {"type": "bool", "default": False},
+        "running_releases": {"type": "list", "elements": "str"},
         "rehearsal": {"type": "raw"},
         "resources": {"type": "list", "elements": "str", "default": []},
         "record_max_age": {"type": "int"},
@@ -446,6 +515,14 @@ def argument_spec() -> dict:
     }
 
 
+class CheckModule(KubeUpgradeModule):
+    """With O(offline=true) no apiserver is contacted, so no connection is resolved either: a controller judging a
+    snapshot's audit needs no kubeconfig (the connection options under C(module_defaults) are left unused)."""
+
+    def endpoint_clients(self) -> list:
+        return [] if self.params.get("offline") else super().endpoint_clients()
+
+
 def run(module: KubeUpgradeModule) -> dict:
     result = runner.run(module)
     if result["blocking"]:
@@ -454,7 +531,7 @@ def run(module: KubeUpgradeModule) -> dict:
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
+    CheckModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
 
 
 if __name__ == "__main__":

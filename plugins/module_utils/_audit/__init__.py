@@ -15,7 +15,12 @@ Helpers for other capabilities (they take the module's result, ``audit``, as pla
 - ``model.objects_from_audit(audit) -> {resource: ["ns/name" | "name", ...]}``: the objects stored in a
   version the audit's target cannot decode (the audit's ``readable_versions``/``target_release``);
   complete only for an audit run with ``names_limit: -1``, see ``model.truncated_from_audit(audit)``.
+- ``model.names_not_readable(audit["resources"][name], readable) -> (names, count)``: the objects stored
+  in a version outside ``readable``, for any target, from the names kept per stored version (None for an
+  audit before 0.3.0, which kept none).
+- ``model.crds_from_audit(audit) -> {name: definition}``: the CustomResourceDefinitions read in etcd.
 - Per resource, ``audit["resources"][name]`` has ``objects``, ``versions`` (apiVersion, kind, count,
-  hash), ``hashes``, ``unreadable``/``unreadable_names``, and when judged ``not_readable`` and
-  ``not_readable_names``: what a verdict needs to name objects.
+  hash, names), ``hashes``, ``unreadable``/``unreadable_names``, and when judged ``not_readable`` and
+  ``not_readable_names`` (for the audit's own ``target_release``). The top level has ``crds``,
+  ``crds_unread``, ``target_release`` and ``names_limit``.
 """

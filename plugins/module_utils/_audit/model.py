@@ -1,23 +1,36 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """What an audit found, per resource, folded in one pass over the keys.
 
-``AuditAggregator`` keeps counters per resource and at most ``names_limit`` names per list, so its
-memory grows with the number of resources and stored versions, never with the number of keys.
+``AuditAggregator`` keeps counters per resource and at most ``names_limit`` names per list (and per
+stored version), so its memory grows with the number of resources and stored versions, never with the
+number of keys. The names per stored version are the audit's evidence: any target can be judged from
+them (``names_not_readable``), not only the audit's own ``target_release``.
 Every stored apiVersion is reported with the storage version hash the apiserver would advertise
 for it (``hashing.storage_version_hash``), so results compare directly with discovery and
 StorageState records. A value that cannot be read (garbage, or encrypted with a key we were not
 given) is counted as unreadable: it is never assumed to be in any version.
+
+CustomResourceDefinitions are recorded as well (``crds``: group, kind, versions, storage version,
+``status.storedVersions``), read from their JSON in etcd, so that custom resources can be judged from
+the audit alone, with no apiserver; a definition that cannot be read (encrypted at rest, not JSON) is
+listed in ``crds_unread`` with the reason.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Set
+from typing import Dict, Iterable, List, Optional, Set, Tuple
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
 
 IDENTITY = "identity"
+# Names kept per stored version when ``names_limit`` is -1 (every name in the lists of objects the audit's own target
+# cannot decode): the per-version evidence other targets are judged from stays bounded by the number of versions.
+VERSION_NAMES_CAP = 1000
+CRD_GROUP, CRD_RESOURCE = "apiextensions.k8s.io", "customresourcedefinitions"
 
 
 def version_of(api_version: str) -> str:
@@ -38,6 +51,11 @@ class AuditOptions:
     names_limit: int = 20
     readable: Optional[Dict[str, Set[str]]] = None
     resources: Optional[Set[str]] = None
+
+    @property
+    def version_names_limit(self) -> int:
+        """Names kept per stored version: ``names_limit``, or ``VERSION_NAMES_CAP`` when that is -1 (every name)."""
+        return self.names_limit if self.names_limit >= 0 else VERSION_NAMES_CAP
 
     def wanted(self, resource_name: str) -> bool:
         return self.resources is None or resource_name in self.resources
@@ -72,11 +90,12 @@ class ResourceTally:
     readable: Optional[Set[str]]
     names_limit: int
     objects: int = 0
-    versions: Dict[str, List] = field(default_factory=dict)  # apiVersion -> [count, kind]
+    versions: Dict[str, List] = field(default_factory=dict)  # apiVersion -> [kind, names (count and first names)]
     encryption: Dict[str, int] = field(default_factory=dict)
     unreadable_reasons: Dict[str, int] = field(default_factory=dict)
     unreadable: _Names = None
     not_readable: _Names = None
+    version_names_limit: Optional[int] = None  # names kept per stored version (None: names_limit)
 
     def __post_init__(self):
         self.unreadable = _Names(self.names_limit)
@@ -91,19 +110,21 @@ class ResourceTally:
             reason = decoded.reason or "unreadable"
             self.unreadable_reasons[reason] = self.unreadable_reasons.get(reason, 0) + 1
             return
+        shown = f"{namespace}/{name}" if namespace else name
         entry = self.versions.get(decoded.api_version)
         if entry is None:
-            self.versions[decoded.api_version] = [1, decoded.kind]
-        else:
-            entry[0] += 1
+            limit = self.names_limit if self.version_names_limit is None else self.version_names_limit
+            entry = self.versions[decoded.api_version] = [decoded.kind, _Names(limit)]
+        entry[1].add(shown)
         if self.readable is not None and version_of(decoded.api_version) not in self.readable:
-            self.not_readable.add(f"{namespace}/{name}" if namespace else name)
+            self.not_readable.add(shown)
 
     def result(self) -> dict:
         versions = [
-            {"api_version": api_version, "kind": kind, "count": count,
-             "hash": hashing.storage_version_hash(group_of(api_version), version_of(api_version), kind)}
-            for api_version, (count, kind) in sorted(self.versions.items())
+            {"api_version": api_version, "kind": kind, "count": names.count,
+             "hash": hashing.storage_version_hash(group_of(api_version), version_of(api_version), kind),
+             "names": list(names.names)}
+            for api_version, (kind, names) in sorted(self.versions.items())
         ]
         judged = self.readable is not None
         return {
@@ -144,6 +165,8 @@ class AuditAggregator:
         self.internal: Dict[str, int] = {}
         self.outside = _Names(options.names_limit)
         self.filtered_out = 0
+        self.crds: Dict[str, dict] = {}
+        self.crds_unread: Dict[str, str] = {}
 
     def add(self, key_text: str, info: keys.KeyInfo, decoded_value) -> None:
         """``decoded_value`` is a ``Decoded`` or a callable returning one (so filtered keys cost no decoding)."""
@@ -160,10 +183,22 @@ class AuditAggregator:
             return
         tally = self.tallies.get(name)
         if tally is None:
-            tally = ResourceTally(info.group, info.resource, self.options.readable_for(name), self.options.names_limit)
+            tally = ResourceTally(info.group, info.resource, self.options.readable_for(name), self.options.names_limit,
+                                  version_names_limit=self.options.version_names_limit)
             self.tallies[name] = tally
         decoded = decoded_value() if callable(decoded_value) else decoded_value
         tally.add(info.namespace, info.name, decoded)
+
+    def add_definition(self, info: keys.KeyInfo, value: bytes) -> None:
+        """The stored value of a CustomResourceDefinition key: what its custom resources can be judged against
+        with no apiserver. Recorded whatever the ``resources`` filter (a definition is small and there are few)."""
+        if info.kind != keys.OBJECT or (info.group, info.resource) != (CRD_GROUP, CRD_RESOURCE):
+            return
+        found = crd_definition(value)
+        if isinstance(found, dict):
+            self.crds[info.name] = found
+        else:
+            self.crds_unread[info.name] = found
 
     def result(self) -> dict:
         resources = {name: tally.result() for name, tally in sorted(self.tallies.items())}
@@ -185,8 +220,32 @@ class AuditAggregator:
             "outside_layout": self.outside.count,
             "outside_layout_keys": list(self.outside.names),
             "filtered_out": self.filtered_out,
+            "crds": dict(sorted(self.crds.items())),
+            "crds_unread": [{"name": name, "reason": reason} for name, reason in sorted(self.crds_unread.items())],
+            "names_limit": self.options.names_limit,
+            "version_names_limit": self.options.version_names_limit,
             "summary": summary,
         }
+
+
+def crd_definition(value: bytes):
+    """A CRD's stored value -> ``{group, kind, plural, scope, versions: [{name, served, storage}], storage_version,
+    stored_versions}``; or, when it cannot be read, the reason (a string). The apiextensions server stores CRDs as
+    JSON; a value encrypted at rest is not decrypted here."""
+    if value.startswith(envelope.ENCRYPTED_PREFIX):
+        return "encrypted at rest (its versions cannot be read from etcd without the apiserver)"
+    if value.startswith(envelope.PROTOBUF_MAGIC):
+        return "stored as protobuf, not JSON (its versions are not read)"
+    try:
+        document = json.loads(value.decode("utf-8"))
+        crd = crds_mod.crd_from_object(document, where="the stored CustomResourceDefinition")
+    except (UnicodeDecodeError, ValueError):
+        return "not a JSON CustomResourceDefinition"
+    except errors.ManifestError as error:
+        return str(error)
+    return {"group": crd.group, "kind": crd.kind, "plural": crd.plural, "scope": crd.scope,
+            "versions": [{"name": v.name, "served": v.served, "storage": v.storage} for v in crd.versions],
+            "storage_version": crd.storage_version, "stored_versions": list(crd.stored_versions)}
 
 
 # --- helpers other capabilities use ---------------------------------------------------------------
@@ -226,6 +285,28 @@ def objects_from_audit(audit_result: dict) -> Dict[str, List[str]]:
     return {name: list(entry.get("not_readable_names") or [])
             for name, entry in (audit_result.get("resources") or {}).items()
             if entry.get("not_readable")}
+
+
+def names_not_readable(entry: dict, readable: Iterable[str]) -> Optional[Tuple[List[str], int]]:
+    """The objects of one audited resource (``audit["resources"][name]``) stored in a version outside ``readable``
+    (versions such as ``v1``, or ``apps/v1``): ``(names, count)``, the names the audit kept per stored version (at
+    most ``version_names_limit`` each; ``len(names) < count`` when cut). Computed for any target from the per-version names;
+    None for an audit without them (before 0.3.0), whose ``not_readable_names`` are for its own target only."""
+    readable = {version_of(v) for v in readable}
+    versions = (entry or {}).get("versions") or []
+    if any("names" not in v for v in versions) or (not versions and (entry or {}).get("objects")):
+        return None
+    names, count = [], 0
+    for stored in versions:
+        if version_of(stored["api_version"]) not in readable:
+            names.extend(stored["names"])
+            count += stored["count"]
+    return names, count
+
+
+def crds_from_audit(audit_result: dict) -> Dict[str, dict]:
+    """The CustomResourceDefinitions the audit read (``crd_definition``), by name; empty for an audit before 0.3.0."""
+    return dict(audit_result.get("crds") or {})
 
 
 def truncated_from_audit(audit_result: dict) -> List[str]:

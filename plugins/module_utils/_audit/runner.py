@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, Optional, Set
+from typing import Callable, Dict, Optional, Set, Tuple
 from urllib.parse import urlsplit
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys, model
@@ -30,6 +30,7 @@ class AuditRequest:
     scan: ScanOptions
     options: model.AuditOptions
     encryption_keys: Optional[envelope.EncryptionKeys]
+    target_release: Optional[str] = None  # the release the audit judged for (its profile's name), if any
 
 
 def _check_endpoints(endpoints) -> list:
@@ -80,12 +81,14 @@ def scan_options(params: dict) -> ScanOptions:
     return ScanOptions(prefix=keys.normalize_prefix(prefix), page_size=page_size, pages_per_second=rate)
 
 
-def _readable(params: dict) -> Optional[Dict[str, Set[str]]]:
-    readable = None
+def _readable(params: dict) -> Tuple[Optional[str], Optional[Dict[str, Set[str]]]]:
+    """The target release's name (as its profile names it) and what a target reads, per resource."""
+    readable, target = None, None
     release = params.get("target_release")
     if release:
         profile = load_profiles(params.get("profiles_file"), params.get("profiles")).get(release)
         readable = {name: entry.readable_versions() for name, entry in profile.resources.items()}
+        target = profile.release
     given = params.get("readable_versions")
     if given is not None:
         if not isinstance(given, dict):
@@ -95,7 +98,7 @@ def _readable(params: dict) -> Optional[Dict[str, Set[str]]]:
             if isinstance(versions, str) or not isinstance(versions, list) or not all(isinstance(v, str) and v for v in versions):
                 raise ConfigurationError(f"readable_versions[{name}] must be a list of versions such as [v1beta1, v1]")
             readable[str(name)] = set(versions)
-    return readable
+    return target, readable
 
 
 def _encryption_keys(path: Optional[str]) -> Optional[envelope.EncryptionKeys]:
@@ -120,9 +123,10 @@ def build_request(params: dict) -> AuditRequest:
     if names_limit < -1:
         raise ConfigurationError("names_limit must be -1 (every name), 0 (none) or a positive number")
     resources = params.get("resources") or None
-    options = model.AuditOptions(names_limit=names_limit, readable=_readable(params),
-                                 resources=set(resources) if resources else None)
-    return AuditRequest(etcd_settings(params), scan_options(params), options, _encryption_keys(params.get("encryption_config")))
+    target, readable = _readable(params)
+    options = model.AuditOptions(names_limit=names_limit, readable=readable, resources=set(resources) if resources else None)
+    return AuditRequest(etcd_settings(params), scan_options(params), options, _encryption_keys(params.get("encryption_config")),
+                        target_release=target)
 
 
 def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:
@@ -133,14 +137,17 @@ def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:
     prefix = request.scan.prefix
     for key, value in reader.scan(request.scan):
         key_text = key.decode("utf-8", "replace")
-        aggregator.add(key_text, keys.classify_key(key_text, prefix),
-                       lambda v=value, k=key: envelope.decode_value(v, k, request.encryption_keys))
+        info = keys.classify_key(key_text, prefix)
+        aggregator.add(key_text, info, lambda v=value, k=key: envelope.decode_value(v, k, request.encryption_keys))
+        if info.resource == model.CRD_RESOURCE:  # a CRD's versions: its custom resources can be judged from the audit alone
+            aggregator.add_definition(info, value)
     if aggregator.keys_scanned == 0:
         raise EtcdError(f"etcd at {reader.endpoint} has no key under {prefix}: nothing was audited, so nothing is known about "
                         "what is stored; check etcd_prefix (kube-apiserver --etcd-prefix) and etcd_endpoints",
                         details={"endpoint": reader.endpoint, "prefix": prefix})
     result = aggregator.result()
-    result.update(endpoint=reader.endpoint, revision=reader.revision, pages=reader.pages, prefix=prefix, measured_at=measured_at)
+    result.update(endpoint=reader.endpoint, revision=reader.revision, pages=reader.pages, prefix=prefix, measured_at=measured_at,
+                  target_release=request.target_release)
     return result
 
 

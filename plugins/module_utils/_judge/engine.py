@@ -25,7 +25,7 @@ from typing import List
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import evidence as ev_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import findings as findings_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, rehearsed, steps, views
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, offline, rehearsed, steps, views
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
     NEEDS_MIGRATION,
     OBJECTS_NONE,
@@ -50,14 +50,16 @@ def judge(observation, target: Target, profiles, options: JudgeOptions = None) -
     """Judge every persisted resource (or ``options.resources``) of ``observation`` against ``target``."""
     options = options or JudgeOptions()
     results, skipped = [], []
-    for name in _names(observation, options.resources):
+    names = offline.names(options.audit, observation) if options.offline and not options.resources else None
+    for name in names if names is not None else _names(observation, options.resources):
         result = _judge_one(name, observation, target, profiles, options)
         if isinstance(result, dict):
             skipped.append(result)
         else:
             results.append(result)
-    findings = (findings_mod.endpoint_findings(observation) + findings_mod.group_findings(observation)
-                + findings_mod.identity_findings(observation, options.now) + rehearsed.findings(options.rehearsal))
+    findings = (findings_mod.endpoint_findings(observation, offline=options.offline) + findings_mod.group_findings(observation)
+                + findings_mod.identity_findings(observation, options.now) + rehearsed.findings(options.rehearsal)
+                + findings_mod.nothing_judged(observation, options.audit, options.offline))
     rehearsed.apply(results, options.rehearsal, options.resources)
     _apply_accept(results, findings, options)
     counts = {verdict: 0 for verdict in VERDICT_ORDER}
@@ -65,7 +67,8 @@ def judge(observation, target: Target, profiles, options: JudgeOptions = None) -
         counts[result.verdict] += 1
     worst = worst_of([r.verdict for r in results] + [f.verdict for f in findings])
     return Judgement(resources=results, counts=counts, worst=worst, findings=findings,
-                     not_stored=findings_mod.not_stored(observation), skipped=skipped)
+                     not_stored=findings_mod.not_stored(observation), skipped=skipped, notes=list(options.notes or []),
+                     offline=options.offline)
 
 
 def _names(observation, resources) -> List[str]:
@@ -106,9 +109,11 @@ def _judge_one(name, observation, target, profiles, options):
     if running is False and verdict in (SAFE, NEEDS_MIGRATION) and objects != OBJECTS_NONE:
         next_step += (f" Note: the apiservers running now cannot read {view.storage_version}, which the target writes: "
                       f"once the target has written objects, rolling back needs a migration back first.")
-    named = measured.object_names(options.audit, name) if verdict != SAFE else []
+    named, named_note = measured.object_names(options.audit, name, _readable(view)) if verdict != SAFE else ([], "")
     if named:
-        reason += f" In etcd: {', '.join(named)}."
+        reason += f" In etcd: {', '.join(named)}" + (f" {named_note}." if named_note else ".")
+    elif named_note:
+        reason += f" {named_note}"
     return ResourceVerdict(
         resource=name, verdict=verdict, reason=reason, next_step=next_step, objects_named=named,
         measured=options.audit.get("measured_at") if measured.persisted_hashes(options.audit, name) is not None else None,
@@ -116,6 +121,14 @@ def _judge_one(name, observation, target, profiles, options):
         current_versions=ev.current_versions, target_storage_version=view.storage_version,
         target_decodable_versions=discovery.sort_versions(view.readable), conservative=view.conservative,
         running_can_read_target=running, unresolved_hashes=ev.unresolved, target_source=view.source, objects=objects)
+
+
+def _readable(view):
+    """What the target reads of a resource, for naming objects: nothing when it has no types for it; None (name
+    nothing) when the target does not describe the resource at all."""
+    if view.exists:
+        return view.readable
+    return set() if view.absent_verdict == REMOVED else None
 
 
 def _with_count(decision, count, case):
@@ -156,6 +169,9 @@ def _apply_accept(results, findings, options) -> None:
     for item in list(results) + list(findings):
         subject = item.resource if isinstance(item, ResourceVerdict) else item.subject
         if item.verdict == SAFE:
+            continue
+        if not isinstance(item, ResourceVerdict) and item.scope == findings_mod.SCOPE_JUDGEMENT:
+            item.blocking = item.verdict in fail_on  # nothing was judged: no accept lets that through
             continue
         if subject in accept:
             item.accepted = accept[subject]

@@ -13,6 +13,8 @@ from typing import List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import UNKNOWN, Finding
 
+SCOPE_JUDGEMENT = "judgement"  # a finding about the whole check: never accepted by name
+
 _AUTH_STEPS = {
     401: "the apiserver rejected the credentials: check 'api_key', the kubeconfig user or the client certificate used "
          "for this apiserver, then re-run.",
@@ -21,9 +23,10 @@ _AUTH_STEPS = {
 }
 
 
-def endpoint_findings(observation) -> List[Finding]:
-    """One blocking finding per apiserver that could not be observed: agreement cannot be established without it."""
-    if not observation.endpoints:
+def endpoint_findings(observation, offline: bool = False) -> List[Finding]:
+    """One blocking finding per apiserver that could not be observed: agreement cannot be established without it.
+    Offline, no apiserver at all is what was asked for (the audit is judged instead)."""
+    if not observation.endpoints and not offline:
         return [Finding(subject="(no apiserver)", scope="apiserver", verdict=UNKNOWN,
                         reason="no apiserver was observed, so nothing about the cluster's storage is known.",
                         next_step="give the apiservers to check (endpoints, or the connection's host), then re-run.")]
@@ -39,6 +42,19 @@ def endpoint_findings(observation) -> List[Finding]:
                    "versions cannot be established (it may write a version no other apiserver reports).",
             next_step=step))
     return found
+
+
+def nothing_judged(observation, audit, offline: bool) -> List[Finding]:
+    """No apiserver answered and no audit was given: nothing was judged, and accepting the unreachable apiservers
+    must not make that pass (accepting one means "judge without it")."""
+    if offline or audit is not None or not observation.endpoints or any(ep.reachable for ep in observation.endpoints):
+        return []
+    return [Finding(
+        subject="(nothing judged)", scope=SCOPE_JUDGEMENT, verdict=UNKNOWN,
+        reason="no apiserver answered and no etcd audit was given, so no resource was judged: accepting an unreachable "
+               "apiserver lets the check judge without it, it does not make a check of nothing pass.",
+        next_step="make an apiserver reachable, or judge from an etcd audit (audit: the registered result of "
+                  "kubeupgrade.storage.storage_version_audit; with offline: true no apiserver is contacted), then re-run.")]
 
 
 def group_findings(observation) -> List[Finding]:

@@ -4,12 +4,19 @@
 Measured beats remembered: where an audit read a resource's keys, what is persisted is exactly the
 versions found (no record and no ``Unknown`` needed), and whether objects exist is a count, not a
 LIST through an apiserver.
+
+The objects a verdict names are computed for the check's own target from the names the audit kept per
+stored version, whatever target the audit itself was run for: a rollback check fed the upgrade's audit
+names what the older release cannot decode. An audit without per-version names (before 0.3.0) is used
+for names only when it judged the resource against exactly what this target reads; otherwise the
+reason says the names are not known.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model as audit_model
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObjectCount
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
@@ -26,6 +33,14 @@ def validate(audit) -> None:
     if audit.get("failed"):
         raise ConfigurationError("audit: the storage_version_audit task failed; fix it (its message names the cause) "
                                  "or judge without the audit.")
+    for name, found in audit["resources"].items():
+        if not isinstance(found, dict) or not isinstance(found.get("versions", []), list) \
+                or not all(isinstance(v, dict) for v in found.get("versions", [])):
+            raise ConfigurationError(f"audit: resources[{name!r}] is not what storage_version_audit returns for a resource "
+                                     "(a dictionary with objects, versions, hashes); give the registered result unchanged.")
+    if not isinstance(audit.get("crds", {}), dict) or not isinstance(audit.get("crds_unread", []), list):
+        raise ConfigurationError("audit: 'crds' must be a dictionary and 'crds_unread' a list, as storage_version_audit "
+                                 "returns them; give the registered result unchanged.")
 
 
 def _complete(audit) -> bool:
@@ -71,6 +86,36 @@ def unreadable_text(audit, name) -> str:
             + (f" ({reasons})" if reasons else "") + (f": {names}" if names else ""))
 
 
-def object_names(audit, name) -> List[str]:
-    """The objects the audit found in a version its target cannot read (first ``names_limit``)."""
-    return list((entry(audit, name) or {}).get("not_readable_names") or [])
+def _strip(versions) -> set:
+    return {audit_model.version_of(str(v)) for v in versions or []}
+
+
+def object_names(audit, name, readable) -> Tuple[List[str], str]:
+    """The objects the audit found stored in a version outside ``readable`` (what this check's target reads of
+    ``name``; None: not known, nothing is named), and a sentence when that list is cut or cannot be made.
+
+    Never names judged for another target: the audit's own ``not_readable_names`` when it judged ``name`` against
+    exactly ``readable`` (complete with ``names_limit: -1``), else computed from its names per stored version."""
+    found = entry(audit, name)
+    if not found or readable is None:
+        return [], ""
+    limit = audit.get("names_limit")
+    if found.get("judged") and _strip(found.get("readable_versions")) == _strip(readable):
+        names, count = list(found.get("not_readable_names") or []), found.get("not_readable") or 0
+        kept = f"{limit} name(s)" if isinstance(limit, int) and limit >= 0 else "fewer names"
+    else:
+        computed = audit_model.names_not_readable(found, readable)
+        if computed is None:
+            judged = (f"judged {name} for a target that reads {', '.join(sorted(_strip(found.get('readable_versions'))))}"
+                      if found.get("judged") else f"did not judge {name}")
+            return [], (f"Which objects this target cannot decode is not named: the audit {judged} and keeps no names "
+                        "per stored version (an audit before kubeupgrade.storage 0.3.0); audit again to name them.")
+        names, count = computed
+        if isinstance(limit, int) and limit >= 0:
+            names = names[:limit]
+        per_version = audit.get("version_names_limit", limit)
+        kept = f"{per_version} name(s) per stored version" if isinstance(per_version, int) and per_version >= 0 else "fewer names"
+    if count > len(names):
+        return names, (f"(the first {len(names)} of {count}: the audit kept {kept}; audit with names_limit: -1 for the "
+                       "target judged to name every one)")
+    return names, ""

@@ -55,6 +55,10 @@ class JudgeOptions:
     # no previous gate. One not among them was written only by the apiservers that serve it now.
     judged_before: Optional[List[str]] = None
     rehearsal: Optional[dict] = None  # a storage_rehearsal result: what the target binary itself read on a copy of etcd
+    # Judged with no live apiserver: the observation is the audit's CRDs plus release data (``offline.py``), and the
+    # resources judged are those the audit found. ``notes``: what the judgement rests on and leaves out (reported).
+    offline: bool = False
+    notes: Optional[List[str]] = None
 
 
 @dataclass
@@ -76,7 +80,7 @@ class ResourceVerdict:
     accepted: Optional[str] = None  # the operator's reason for accepting this verdict
     blocking: bool = False  # whether this verdict stops an upgrade gate
     measured: Optional[str] = None  # when the persisted versions were measured in etcd (None: from records)
-    objects_named: List[str] = field(default_factory=list)  # objects the audit found in a version its target cannot read
+    objects_named: List[str] = field(default_factory=list)  # objects stored in a version this target cannot read (audit)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -87,7 +91,7 @@ class Finding:
     """Something that is not one resource and still blocks: an apiserver or a group/version that could not be read."""
 
     subject: str  # an apiserver URL or a group/version
-    scope: str  # "apiserver" | "group_version"
+    scope: str  # "apiserver" | "group_version" | "rehearsal" | "judgement" (nothing judged: never accepted)
     verdict: str
     reason: str
     next_step: str
@@ -106,6 +110,8 @@ class Judgement:
     findings: List[Finding] = field(default_factory=list)
     not_stored: List[dict] = field(default_factory=list)  # aggregated group/versions: their objects are elsewhere
     skipped: List[dict] = field(default_factory=list)  # records of resources nothing serves any more
+    notes: List[str] = field(default_factory=list)  # what the judgement rests on and leaves out (offline)
+    offline: bool = False  # judged with no live apiserver (from an etcd audit and release data)
 
     @property
     def blocking(self) -> List[dict]:
@@ -125,4 +131,5 @@ class Judgement:
     def to_dict(self) -> dict:
         return {"resources": [r.to_dict() for r in self.resources], "counts": dict(self.counts), "worst": self.worst,
                 "findings": [f.to_dict() for f in self.findings], "not_stored": list(self.not_stored),
-                "skipped": list(self.skipped), "blocking": self.blocking, "accepted": self.accepted}
+                "skipped": list(self.skipped), "blocking": self.blocking, "accepted": self.accepted,
+                "notes": list(self.notes), "offline": self.offline}

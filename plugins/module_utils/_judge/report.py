@@ -33,14 +33,17 @@ def _status(item) -> str:
 def _headline(judgement) -> str:
     blocking = judgement.blocking
     gate = f"blocks ({len(blocking)})" if blocking else "passes"
+    offline = "; offline: judged from the etcd audit, no apiserver read" if judgement.offline else ""
     return (f"Storage pre-flight: {judgement.worst}, gate {gate} ("
-            + ", ".join(f"{v}: {judgement.counts.get(v, 0)}" for v in VERDICT_ORDER) + ")")
+            + ", ".join(f"{v}: {judgement.counts.get(v, 0)}" for v in VERDICT_ORDER) + offline + ")")
 
 
 def render_markdown(judgement, title: str = "") -> str:
     """A table an operator can read in a ticket or a PR comment, worst verdicts first."""
     lines = [f"# {title}", ""] if title else []
     lines += [f"**{_headline(judgement)}**", ""]
+    if judgement.notes:
+        lines += [f"> {note}" for note in judgement.notes] + [""]
     if judgement.findings:
         lines += ["| apiserver or group/version | verdict | gate | reason | next step |", "| --- | --- | --- | --- | --- |"]
         lines += ["| " + " | ".join(_cell(v) for v in (f.subject, f.verdict, _status(f), f.reason, f.next_step)) + " |"
@@ -65,7 +68,7 @@ def render_markdown(judgement, title: str = "") -> str:
 
 def render_text(judgement) -> str:
     """A short summary for a module's ``msg`` and the play output: one line per thing that is not safe."""
-    lines = [_headline(judgement)]
+    lines = [_headline(judgement)] + [f"Note: {note}" for note in judgement.notes]
     for finding in judgement.findings:
         lines.append(f"- {finding.subject}: {finding.verdict} ({_status(finding)}): {finding.reason} Next: {finding.next_step}")
     for item in _worst_first(judgement.resources):
@@ -88,7 +91,7 @@ def render_table(judgement) -> str:
             rows.append((item.resource, item.verdict, _status(item), item.objects or "-", item.next_step))
     safe = judgement.counts.get(SAFE, 0)
     width = [min(max(len(r[i]) for r in rows), 48) for i in range(4)]
-    lines = [_headline(judgement)]
+    lines = [_headline(judgement)] + [f"Note: {note}" for note in judgement.notes]
     lines += ["  ".join(str(cell)[:48].ljust(width[i]) for i, cell in enumerate(row[:4])) + "  " + row[4] for row in rows]
     lines.append(f"{safe} resource(s) safe" + (f"; {len(judgement.not_stored)} aggregated group/version(s) not stored here"
                                                if judgement.not_stored else "")
@@ -97,7 +100,8 @@ def render_table(judgement) -> str:
 
 
 # The keys of a check result that make up the JSON report file, in this order.
-DOCUMENT_KEYS = ("verdict", "counts", "blocking", "accepted", "findings", "resources", "not_stored", "skipped_resources")
+DOCUMENT_KEYS = ("verdict", "counts", "blocking", "accepted", "findings", "resources", "not_stored", "skipped_resources",
+                 "offline", "notes")
 
 
 def document(result: dict, target_release) -> dict:

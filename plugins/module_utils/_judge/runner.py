@@ -4,6 +4,10 @@
 Counting is the only extra cost, and only for resources whose verdict asks for action: one
 metadata-only LIST with ``limit=1`` each, so that a verdict about types becomes a verdict about
 objects that exist.
+
+Offline (``offline: true``, or no apiserver answered while an ``audit`` was given) nothing is
+observed: the judgement rests on the audit, its CRDs and release data (``offline.py``), every count
+is the audit's, and the result says so (``offline``, ``notes``).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, names, rehearsed, report
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, names, offline, rehearsed, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
     NEEDS_MIGRATION,
@@ -26,6 +30,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io as observe_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import Observation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_accept
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
@@ -46,6 +51,7 @@ def validate(params) -> None:
     if params.get("record_max_age") is not None and params["record_max_age"] < 0:
         raise ConfigurationError(f"record_max_age must be 0 or more seconds, got {params['record_max_age']}.")
     measured.validate(params.get("audit"))
+    offline.validate(params)
     check_accept(params.get("accept"))
 
 
@@ -97,7 +103,7 @@ def judge_observed(module, observation, judging: tuple, count: bool = True):
         return first
     options.counts = measured.counts(options.audit, pending) if options.audit is not None else {}
     uncounted = [name for name in pending if name not in options.counts]
-    if uncounted:
+    if uncounted and not options.offline:
         options.counts.update(observe_mod.count_objects(module.endpoint_clients(), observation, uncounted))
     return judge(observation, target, profiles, options)
 
@@ -111,15 +117,23 @@ def run(module) -> dict:
     release = profiles.get(release_name) if release_name else None
     manifests = load_target_crds(params["target_crds"]) if params["target_crds"] else None
     resources = params["resources"] or None
+    running = offline.running_releases(params.get("running_releases"), profiles)
     live = _live_target(module, profiles, resources) if params["target_endpoint"] else None
     options = JudgeOptions(resources=resources, record_max_age=params["record_max_age"],
                            accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]),
                            audit=params.get("audit"), judged_before=params.get("judged_before"),
                            rehearsal=params.get("rehearsal"))
     target = Target(release=release, live=live, crd_manifests=manifests)
-    observation = _observe(module, options, profiles)
+    if params.get("offline"):
+        observed = None
+        observation = _offline(options, profiles, running)
+    else:
+        observed = observation = _observe(module, options, profiles)
+        if options.audit is not None and observation.endpoints and not any(ep.reachable for ep in observation.endpoints):
+            # Accepting an unreachable apiserver means "judge without it": from the audit, never "pass".
+            observation = _offline(options, profiles, running, unreachable=observation.endpoints)
     refreshed = None
-    if params.get("refresh_records"):
+    if params.get("refresh_records") and not options.offline:
         refreshed, observation = storage_state_io.refresh_before_use(
             module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
     judgement = judge_observed(module, observation, (options, target, profiles), count=params.get("count_objects", True))
@@ -128,16 +142,26 @@ def run(module) -> dict:
     unjudged = _unjudged_accepts(options.accept, judgement)
     if unjudged:
         module.warn(unjudged)
-    for warning in observation.warnings:  # each failed discovery, named with its apiserver
+    seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
+    for warning in (seen.warnings if seen else []):  # each failed discovery, named with its apiserver
         module.warn(warning)
-    result = result_of(judgement, observation, title=_title(params), resources=resources)
+    result = result_of(judgement, seen, title=_title(params), resources=resources)
+    if options.offline:
+        result["running_releases"] = running
     if params.get("upgrading"):
-        result["roll"] = roll.position(observation.endpoints, params.get("upgrade_order") or [], params["upgrading"],
+        result["roll"] = roll.position(seen.endpoints, params.get("upgrade_order") or [], params["upgrading"],
                                        release.release if release else None)
     if refreshed is not None:
         result["records_refreshed"] = refreshed
         result["changed"] = refreshed["changed"]
     return result
+
+
+def _offline(options: JudgeOptions, profiles, running, unreachable=()):
+    """Judge from the audit, its CRDs and release data; ``unreachable``: the apiservers that did not answer."""
+    options.offline = True
+    options.notes = offline.notes(options.audit, running, [ep.endpoint for ep in unreachable])
+    return offline.build_observation(options.audit, profiles, running, unreachable=unreachable)
 
 
 def _title(params) -> str:
@@ -147,7 +171,10 @@ def _title(params) -> str:
 
 
 def result_of(judgement, observation, title: Optional[str] = None, resources=None) -> dict:
+    """The module's result. Offline, ``observation`` is what was observed live (None: nothing, with offline: true):
+    no agreement, release or disagreement is reported that no apiserver said."""
     ordered = sorted(judgement.resources, key=lambda r: (-VERDICT_ORDER.index(r.verdict), r.resource))
+    live = observation if observation is not None else Observation()
     blocking = judgement.blocking
     text = report.render_text(judgement)
     if blocking:
@@ -164,13 +191,15 @@ def result_of(judgement, observation, title: Optional[str] = None, resources=Non
         "skipped_resources": list(judgement.skipped),
         "report_markdown": report.render_markdown(judgement, title=title or ""),
         "report_text": report.render_table(judgement),
-        "endpoints": [ep.summary() for ep in observation.endpoints],
-        "agreed": bool(observation_agreement(observation, resources).agreed),
+        "endpoints": [ep.summary() for ep in live.endpoints],
+        "agreed": bool(live.endpoints) and not judgement.offline and bool(observation_agreement(live, resources).agreed),
         # One release everywhere: a migration may wait for agreement; several: a roll is under way.
-        "releases": sorted({ep.release for ep in observation.endpoints if ep.reachable and ep.release}),
+        "releases": sorted({ep.release for ep in live.endpoints if ep.reachable and ep.release}),
         # Where the apiservers stand apart (expected mid-upgrade), decided as the agreement gate decides it.
         "disagreeing": [{"resource": name, "storage_versions": row["storage_versions"]}
-                        for name, row in resource_table(observation).items() if not row["agreed"]],
+                        for name, row in resource_table(live).items() if not row["agreed"]],
+        "offline": judgement.offline,
+        "notes": list(judgement.notes),
         "headline": headline(blocking, judgement),
         "msg": text,
     }
@@ -178,10 +207,13 @@ def result_of(judgement, observation, title: Optional[str] = None, resources=Non
 
 def headline(blocking, judgement) -> str:
     """The cause first, on one line: what blocks (the first few by name) and what to do; the table follows."""
+    offline_ = (" Judged offline from the etcd audit: live agreement, served versions and what the apiservers write "
+                "now were not read (see notes).") if getattr(judgement, "offline", False) else ""
     if not blocking:
-        return f"pre-flight passes: {judgement.worst}, nothing blocks ({len(judgement.resources)} resource(s) judged)."
+        return (f"pre-flight passes: {judgement.worst}, nothing blocks ({len(judgement.resources)} resource(s) judged)."
+                + offline_)
     worst_first = sorted(blocking, key=lambda b: -VERDICT_ORDER.index(b["verdict"]) if b["verdict"] in VERDICT_ORDER else 0)
     shown = ", ".join(f"{b['subject']} ({b['verdict']})" for b in worst_first[:5])
     more = f" and {len(blocking) - 5} more" if len(blocking) > 5 else ""
     return (f"pre-flight blocks on {len(blocking)} verdict(s) not established safe: {shown}{more}. Each one's reason and "
-            "next step are in the table and the report; accept one by name only with a reason.")
+            "next step are in the table and the report; accept one by name only with a reason." + offline_)

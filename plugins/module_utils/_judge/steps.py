@@ -168,11 +168,29 @@ def _specific(case: Case):
     migrating_to = sorted(case.ev.current_set - readable)
     if migrating_to:  # a migration through the running apiservers rewrites into a version the target cannot read
         return _unsafe_current(case, migrating_to)
+    if _writers_unknown(case):
+        return _stored_unreadable_offline(case, unreadable)
     current = next(iter(case.ev.current_set)) if len(case.ev.current_set) == 1 else None
     return (NEEDS_MIGRATION,
             f"objects of {case.name} may still be stored as {', '.join(unreadable)}, which {case.view.source} cannot "
             f"decode; the current storage version {current or ''} is readable by it{_conservative_note(case.view)}.",
             migrate_step(case.name, case.is_custom, current, unreadable if case.is_custom else None))
+
+
+def _writers_unknown(case: Case) -> bool:
+    """Judged offline without running releases: no apiserver, live or from release data, says what is written now."""
+    return not case.ev.current_set and not any(ep.reachable and ep.release for ep in case.observation.endpoints)
+
+
+def _stored_unreadable_offline(case: Case, unreadable):
+    shown = ", ".join(unreadable)
+    return (NEEDS_MIGRATION,
+            f"objects of {case.name} are stored as {shown}, which {case.view.source} cannot decode; judged offline "
+            "without running_releases, what the running apiservers read and write is not known, so whether a migration "
+            "through them rewrites these objects into a version the target reads is not established.",
+            f"judge again with running_releases (the releases the apiservers run) or online to learn whether a migration "
+            f"helps; then migrate {case.name} through apiservers that read {shown} and write a version the target reads "
+            "(kubeupgrade.storage.storage_migration), audit again and re-run this check.")
 
 
 def _doubt_step(case: Case) -> str:

@@ -37,6 +37,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember impo
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN as UNKNOWN_HASH
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import storage_version_hash
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"
 UPSTREAM = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "k8s-storage-profiles.json").read_text(encoding="utf-8"))
@@ -676,8 +677,13 @@ def _audit(entries, filtered_out=0):
 
 
 def _audited(name, *versions, names=(), unreadable=0):
-    return {"objects": 3, "hashes": [hash_of(name, v) for v in versions], "unreadable": unreadable,
-            "unreadable_reasons": {"garbage after the envelope": unreadable} if unreadable else {},
+    """An audit entry as storage_version_audit returns it: ``names`` stored in the first version, one object in each other."""
+    group = GroupResource.parse(name).group
+    stored = [{"api_version": f"{group}/{v}" if group else v, "kind": PROFILES.kind_of(name), "hash": hash_of(name, v),
+               "count": len(names) if i == 0 and names else 1,
+               "names": list(names) if i == 0 and names else [f"demo/{v}-0"]} for i, v in enumerate(versions)]
+    return {"objects": sum(v["count"] for v in stored), "versions": stored, "hashes": [hash_of(name, v) for v in versions],
+            "unreadable": unreadable, "unreadable_reasons": {"garbage after the envelope": unreadable} if unreadable else {},
             "unreadable_names": ["demo/broken"] if unreadable else [], "not_readable_names": list(names)}
 
 
