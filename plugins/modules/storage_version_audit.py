@@ -171,7 +171,8 @@ resources:
     - Per resource (kubectl-style name), what is stored. C(versions) lists each stored apiVersion with its kind, count,
       storage version hash and C(names) (the first O(names_limit) objects stored in it); C(hashes) those hashes;
       C(encryption) counts per C(identity) or C(<provider>:<key name>); C(unreadable), C(unreadable_names) and
-      C(unreadable_reasons) the values that could not be read; C(judged) whether readable versions were known for it;
+      C(unreadable_reasons) the values that could not be read, of which C(undecodable) and C(undecodable_names) are
+      neither an envelope, JSON nor encrypted (no apiserver decodes them, no migration rewrites them); C(judged) whether readable versions were known for it;
       then C(readable_versions), C(not_readable) and C(not_readable_names) (for O(target_release) only).
   returned: success
   type: dict
@@ -188,6 +189,8 @@ resources:
       unreadable: 0
       unreadable_names: []
       unreadable_reasons: {}
+      undecodable: 0
+      undecodable_names: []
       judged: true
       readable_versions: [v1]
       not_readable: 50

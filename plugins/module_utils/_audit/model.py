@@ -94,11 +94,13 @@ class ResourceTally:
     encryption: Dict[str, int] = field(default_factory=dict)
     unreadable_reasons: Dict[str, int] = field(default_factory=dict)
     unreadable: _Names = None
+    garbage: _Names = None  # unreadable and not encrypted: no apiserver decodes it either
     not_readable: _Names = None
     version_names_limit: Optional[int] = None  # names kept per stored version (None: names_limit)
 
     def __post_init__(self):
         self.unreadable = _Names(self.names_limit)
+        self.garbage = _Names(self.names_limit)
         self.not_readable = _Names(self.names_limit)
 
     def add(self, namespace: Optional[str], name: str, decoded: envelope.Decoded) -> None:
@@ -107,6 +109,8 @@ class ResourceTally:
         self.encryption[where] = self.encryption.get(where, 0) + 1
         if not decoded.readable:
             self.unreadable.add(f"{namespace}/{name}" if namespace else name)
+            if decoded.encoding == envelope.UNDECODABLE:
+                self.garbage.add(f"{namespace}/{name}" if namespace else name)
             reason = decoded.reason or "unreadable"
             self.unreadable_reasons[reason] = self.unreadable_reasons.get(reason, 0) + 1
             return
@@ -137,6 +141,9 @@ class ResourceTally:
             "unreadable": self.unreadable.count,
             "unreadable_names": list(self.unreadable.names),
             "unreadable_reasons": dict(sorted(self.unreadable_reasons.items())),
+            # Of the unreadable: values that are neither an envelope, JSON nor encrypted (no apiserver decodes them).
+            "undecodable": self.garbage.count,
+            "undecodable_names": list(self.garbage.names),
             "judged": judged,
             "readable_versions": sorted(self.readable) if judged else None,
             "not_readable": self.not_readable.count if judged else None,

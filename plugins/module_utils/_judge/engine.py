@@ -57,7 +57,8 @@ def judge(observation, target: Target, profiles, options: JudgeOptions = None) -
             skipped.append(result)
         else:
             results.append(result)
-    findings = (findings_mod.endpoint_findings(observation, offline=options.offline) + findings_mod.group_findings(observation)
+    findings = (findings_mod.endpoint_findings(observation, offline=options.offline)
+                + findings_mod.group_findings(observation, options.audit)
                 + findings_mod.identity_findings(observation, options.now) + rehearsed.findings(options.rehearsal)
                 + findings_mod.nothing_judged(observation, options.audit, options.offline))
     rehearsed.apply(results, options.rehearsal, options.resources)

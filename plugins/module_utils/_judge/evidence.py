@@ -40,6 +40,7 @@ class Evidence:
     persisted_versions: set = field(default_factory=set)
     unresolved: List[str] = field(default_factory=list)
     doubts: Dict[str, List[str]] = field(default_factory=dict)
+    garbage: List[str] = field(default_factory=list)  # stored values no apiserver decodes (measured), first names
 
     def doubt(self, kind: str, text: str) -> None:
         entries = self.doubts.setdefault(kind, [])
@@ -156,6 +157,7 @@ def gather_persisted(ev: Evidence, record, options, now, replaced: bool = False)
         hashes = _record_hashes(ev, record, options.record_max_age, now)
     elif UNKNOWN_HASH in hashes:
         ev.doubt(DOUBT_RECORD, measured.unreadable_text(options.audit, ev.name))
+        ev.garbage = measured.garbage(options.audit, ev.name)
     for value in writers:
         if value not in hashes:
             hashes.append(value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import UNKNOWN, Finding
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import SAFE, UNKNOWN, Finding
 
 SCOPE_JUDGEMENT = "judgement"  # a finding about the whole check: never accepted by name
 
@@ -57,12 +57,29 @@ def nothing_judged(observation, audit, offline: bool) -> List[Finding]:
                   "kubeupgrade.storage.storage_version_audit; with offline: true no apiserver is contacted), then re-run.")]
 
 
-def group_findings(observation) -> List[Finding]:
-    """One finding per failed group/version that is not an aggregated API: its resources cannot be judged."""
+def _empty_in_etcd(audit, group: str) -> bool:
+    """Whether a complete audit (no resources filter) found no object of any resource of ``group``."""
+    if not audit or not group or audit.get("filtered_out") or not isinstance(audit.get("resources"), dict):
+        return False
+    return not any((entry or {}).get("group") == group and (entry or {}).get("objects") for entry in audit["resources"].values())
+
+
+def group_findings(observation, audit=None) -> List[Finding]:
+    """One finding per failed group/version that is not an aggregated API: its resources cannot be judged, unless a
+    complete audit found nothing of the group stored (then it is reported, safe: nothing stored can be undecodable)."""
     aggregated = observation.aggregated_group_versions()
     found = []
     for gv, endpoints in sorted(observation.failed_group_versions().items()):
         if gv in aggregated:
+            continue
+        group = gv.rsplit("/", 1)[0] if "/" in gv else ""
+        if _empty_in_etcd(audit, group):
+            found.append(Finding(
+                subject=gv, scope="group_version", verdict=SAFE,
+                reason=f"discovery of {gv} failed on {', '.join(endpoints)}, but the audit of etcd at {audit.get('measured_at')} "
+                       f"found no object of group {group} stored: nothing of it can be undecodable.",
+                next_step=f"none for the upgrade; the failing discovery (an APIService for {gv} without a backend?) is "
+                          "worth fixing on its own."))
             continue
         unsure = "" if observation.api_services_read else (
             " (the APIServices could not be read, so whether an aggregated server serves it is not known)")

@@ -78,6 +78,13 @@ def counts(audit, names) -> Dict[str, ObjectCount]:
     return result
 
 
+def garbage(audit, name) -> List[str]:
+    """Values the audit found that are neither an envelope, JSON nor encrypted: no apiserver can decode them, and
+    no migration can rewrite them (the first names; the count is in the audit)."""
+    found = entry(audit, name) or {}
+    return list(found.get("undecodable_names") or []) if found.get("undecodable") else []
+
+
 def unreadable_text(audit, name) -> str:
     found = entry(audit, name) or {}
     reasons = "; ".join(f"{reason} ({count})" for reason, count in (found.get("unreadable_reasons") or {}).items())

@@ -145,6 +145,11 @@ def run(module) -> dict:
     seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
     for warning in (seen.warnings if seen else []):  # each failed discovery, named with its apiserver
         module.warn(warning)
+    outside = (params.get("audit") or {}).get("outside_layout")
+    if outside:  # the audit said it; a check judged from it says it again, where the operator looks
+        shown = ", ".join((params["audit"].get("outside_layout_keys") or [])[:3])
+        module.warn(f"the audit found {outside} key(s) outside the apiserver's key layout, judged for no resource"
+                    + (f" (first: {shown})" if shown else "") + ": look at them with etcdctl get before the upgrade")
     result = result_of(judgement, seen, title=_title(params), resources=resources)
     if options.offline:
         result["running_releases"] = running

@@ -195,6 +195,8 @@ def _stored_unreadable_offline(case: Case, unreadable):
 
 def _doubt_step(case: Case) -> str:
     doubts = case.ev.doubts
+    if case.ev.garbage:
+        return _garbage_step(case)
     if doubts.get(DOUBT_DISCOVERY):
         return (f"make the discovery of {GroupResource.parse(case.name).group or 'the core group'} answer on every "
                 "apiserver (the failure is named above), then re-run this check.")
@@ -211,7 +213,21 @@ def _doubt_text(case: Case) -> str:
 
 
 def decide(case: Case):
-    """``(verdict, reason, next_step, objects)`` before any count of stored objects."""
+    """``(verdict, reason, next_step, objects)`` before any count of stored objects; values no apiserver decodes
+    (measured) are said in the step, whatever else the step asks for: a migration never rewrites them."""
+    verdict, reason, step, objects = _decide(case)
+    if case.ev.garbage and "no apiserver can decode" not in step:
+        step = f"{step} Also: {_garbage_step(case)}"
+    return verdict, reason, step, objects
+
+
+def _garbage_step(case: Case) -> str:
+    return (f"no apiserver can decode {', '.join(case.ev.garbage)} of {case.name} and a migration cannot rewrite them: look "
+            "at each key (etcdctl get <key>); if it is garbage, take an etcd snapshot (kubeupgrade.storage."
+            "storage_snapshot) and delete the key through etcd, then audit again and re-run this check.")
+
+
+def _decide(case: Case):
     if not case.view.exists:
         return (*_absent(case), None)
     specific = _specific(case)

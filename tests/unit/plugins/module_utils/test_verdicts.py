@@ -717,3 +717,31 @@ def test_audit_with_unreadable_values_is_unknown_and_says_why():
     item = one(observation, Target(release=PROFILES.get("1.32")), "deployments.apps",
                audit=_audit({"deployments.apps": _audited("deployments.apps", "v1", unreadable=1)}))
     assert item.verdict == UNKNOWN and "could not be read in etcd (garbage after the envelope (1)): demo/broken" in item.reason
+
+
+def test_values_no_apiserver_decodes_get_a_step_that_is_not_a_migration():
+    observation = Observation(endpoints=[endpoint(EP1, "1.32", {"deployments.apps": "v1"})], storage_states={})
+    entry = dict(_audited("deployments.apps", "v1", unreadable=1), undecodable=1, undecodable_names=["demo/broken"])
+    item = one(observation, Target(release=PROFILES.get("1.32")), "deployments.apps", audit=_audit({"deployments.apps": entry}))
+    assert item.verdict == UNKNOWN
+    assert "no apiserver can decode demo/broken" in item.next_step and "migration cannot rewrite them" in item.next_step
+    encrypted = dict(_audited("deployments.apps", "v1", unreadable=1), undecodable=0, undecodable_names=[])
+    item = one(observation, Target(release=PROFILES.get("1.32")), "deployments.apps", audit=_audit({"deployments.apps": encrypted}))
+    assert "no apiserver can decode" not in item.next_step  # encrypted without the key: a migration or the key helps
+
+
+def test_a_broken_local_group_a_complete_audit_finds_empty_is_reported_and_blocks_nothing():
+    observation = real_cluster()
+    for ep in observation.endpoints:
+        ep.failed_groups.append("dangling.example.com/v1")
+    stored = {"deployments.apps": dict(_audited("deployments.apps", "v1"), group="apps")}
+    result = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW, audit=_audit(stored))
+    [finding] = [f for f in result.findings if f.subject == "dangling.example.com/v1"]
+    assert finding.verdict == SAFE and not finding.blocking and "found no object of group dangling.example.com" in finding.reason
+    assert "dangling.example.com/v1" not in [b["subject"] for b in result.blocking]
+    # filtered: the audit cannot say the group is empty, so it still blocks
+    filtered = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW, audit=_audit(stored, filtered_out=3))
+    assert "dangling.example.com/v1" in [b["subject"] for b in filtered.blocking]
+    stored["widgets.dangling.example.com"] = dict(_audited("deployments.apps", "v1"), group="dangling.example.com")
+    full = judge(observation, Target(release=PROFILES.get("1.32")), PROFILES, now=NOW, audit=_audit(stored))
+    assert "dangling.example.com/v1" in [b["subject"] for b in full.blocking]
