@@ -40,7 +40,7 @@ class ApiError(KubeUpgradeError):
     without a reason), ``retry_after`` the server's suggested delay in seconds (or None).
     """
 
-    FIELDS = ("endpoint", "method", "path", "status", "reason", "api_message", "retry_after", "body")
+    FIELDS = ("endpoint", "method", "path", "status", "reason", "api_message", "retry_after", "body", "problem")
 
     def __init__(self, message, **request):
         """``request``: any of ``FIELDS``, by keyword (where and how the request failed)."""
@@ -57,6 +57,7 @@ class ApiError(KubeUpgradeError):
         self.api_message = request.get("api_message") or ""
         self.retry_after = request.get("retry_after")
         self.body = request.get("body")
+        self.problem = request.get("problem")  # _http/diagnosis: why an apiserver could not be read (credentials, TLS, ...)
 
 
 class EndpointUnreachable(ApiError):

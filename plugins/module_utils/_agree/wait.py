@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Dict, List
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement, AgreementTracker, compare
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError
@@ -146,21 +147,10 @@ def headline(agreement) -> str:
 
 
 def _unreachable_step(agreement, observation) -> str:
-    """An apiserver that refused the credentials is not one to make reachable: say which fix each one needs."""
-    status = {ep.endpoint: ep.status for ep in observation.endpoints}
-    rejected = [url for url in agreement.unreachable if status.get(url) == 401]
-    refused = [url for url in agreement.unreachable if status.get(url) == 403]
-    other = [url for url in agreement.unreachable if url not in rejected + refused]
-    steps = []
-    if rejected:
-        steps.append(f"Fix the credentials used for {', '.join(rejected)} (the token, kubeconfig user or client certificate "
-                     "was rejected: HTTP 401)")
-    if refused:
-        steps.append(f"Grant the user discovery on {', '.join(refused)} (HTTP 403: a ClusterRole with nonResourceURLs "
-                     "/api, /api/*, /apis, /apis/*, /version, /readyz and verb get)")
-    if other:
-        steps.append(f"Make {', '.join(other)} reachable (or remove an apiserver that no longer exists from the endpoints)")
-    return "; ".join(steps)
+    """An apiserver that refused the credentials is not one to make reachable: the fix each one needs (one place)."""
+    problems = {ep.endpoint: ep.problem or diagnosis.of_status(ep.status) for ep in observation.endpoints}
+    text = diagnosis.steps({url: problems.get(url) for url in agreement.unreachable})
+    return text[:1].upper() + text[1:]
 
 
 def next_step(agreement, observation, ignore) -> str:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional
 from urllib.parse import urlencode
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings, check_url
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.transport import transport_for
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
@@ -78,7 +78,7 @@ def parse_json_body(response: ApiResponse, endpoint: Optional[str], method: Opti
     text += (". Expected a Kubernetes API JSON document: check that the URL points at the apiserver itself and not "
              "at a proxy, load balancer or login page, and that nothing between them cuts answers short.")
     raise ApiError(text, endpoint=endpoint, method=method, path=path, status=response.status,
-                   reason="InvalidBody", api_message=problem)
+                   reason="InvalidBody", api_message=problem, problem=diagnosis.NOT_JSON)
 
 
 _NEXT_STEPS = {
@@ -144,15 +144,19 @@ class ApiClient:
         reason = (body.get("reason") or "") if body else ""
         retry_after = _retry_after(response, body)
         hint = _DECODE_HINT if is_decode_failure(response.status, message) else _NEXT_STEPS.get(response.status, "")
-        if response.status == 403:
+        problem = diagnosis.of_status(response.status, message)
+        if problem == diagnosis.FORBIDDEN:
             hint = (f"The user may not {method} {path}: grant it with an RBAC rule {paths.rbac_rule(method, path)} "
                     "(the collection's rbac/ directory has ClusterRoles for each use).")
+        elif problem == diagnosis.ANONYMOUS:
+            hint = diagnosis.step(problem, self.endpoint)
+            hint = hint[:1].upper() + hint[1:] + "."
         text = f"{method} {path} on apiserver {self.endpoint} failed: HTTP {response.status}"
         text += f" {reason}" if reason else ""
         text += f": {message}" if message else ""
         text += f". {hint}" if hint else ""
         return ApiError(text, endpoint=self.endpoint, method=method, path=path, status=response.status,
-                        reason=reason, api_message=message, retry_after=retry_after, body=body)
+                        reason=reason, api_message=message, retry_after=retry_after, body=body, problem=problem)
 
     def parse(self, method: str, path: str, response: ApiResponse) -> dict:
         return parse_json_body(response, self.endpoint, method, path)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import base64
 import importlib.util
+import logging
 import os
 import tempfile
 from dataclasses import dataclass, field
@@ -296,11 +297,12 @@ def _load_base_configuration(params: dict) -> dict:
         if not os.path.isfile(_default_kubeconfig()):
             return _load_incluster(explicit=bool(params.get("host")))
         kubeconfig = _default_kubeconfig()
+    own = bool(params.get("api_key") or params.get("client_cert") or params.get("username"))  # the user's plugin is not used
     if isinstance(kubeconfig, dict):
-        return _load_kubeconfig_dict(kubeconfig, context)
+        return _load_kubeconfig_dict(kubeconfig, context, own)
     if kubeconfig is not None and not isinstance(kubeconfig, str):
         raise ConfigurationError(f"'kubeconfig' must be a file path or a kubeconfig mapping, got {_a(kubeconfig)}.")
-    return _load_kubeconfig_file(os.path.expanduser(kubeconfig or DEFAULT_KUBECONFIG), context)
+    return _load_kubeconfig_file(os.path.expanduser(kubeconfig or DEFAULT_KUBECONFIG), context, own)
 
 
 _SIMPLE_CLUSTER_KEYS = {"server", "certificate-authority", "certificate-authority-data", "insecure-skip-tls-verify",
@@ -356,7 +358,7 @@ def _simple_fields(doc: dict, context: Optional[str], base_dir: str) -> Optional
     return {k: v for k, v in fields.items() if v is not None}
 
 
-def _load_kubeconfig_dict(doc: dict, context: Optional[str]) -> dict:
+def _load_kubeconfig_dict(doc: dict, context: Optional[str], own_credentials: bool = False) -> dict:
     where = "the 'kubeconfig' mapping"
     check_kubeconfig_shape(doc, where)
     _check_context(doc.get("contexts") or [], context, where)
@@ -365,12 +367,15 @@ def _load_kubeconfig_dict(doc: dict, context: Optional[str]) -> dict:
         return dict(simple, source=where)
     Configuration, _unused, kube_config, _unused2 = _kubernetes()
     config = Configuration()
-    with _kubeconfig_errors(where):
+    with _kubeconfig_errors(where) as errors:
         kube_config.load_kube_config_from_dict(doc, context=context, client_configuration=config, persist_config=False)
-    return dict(_configuration_fields(config), source=where)
+    fields = _configuration_fields(config)
+    if not own_credentials:
+        check_plugin_credential(doc, context, fields, where, errors.handler.messages)
+    return dict(fields, source=where)
 
 
-def _load_kubeconfig_file(path: str, context: Optional[str]) -> dict:
+def _load_kubeconfig_file(path: str, context: Optional[str], own_credentials: bool = False) -> dict:
     where = f"kubeconfig {path}"
     doc = _read_kubeconfig_file(path)
     _check_context((doc or {}).get("contexts") or [], context, where)
@@ -379,21 +384,64 @@ def _load_kubeconfig_file(path: str, context: Optional[str]) -> dict:
         return dict(simple, source=where)
     Configuration, _unused, kube_config, _unused2 = _kubernetes()
     config = Configuration()
-    with _kubeconfig_errors(where):
+    with _kubeconfig_errors(where) as errors:
         kube_config.load_kube_config(config_file=path, context=context, client_configuration=config, persist_config=False)
-    return dict(_configuration_fields(config), source=where)
+    fields = _configuration_fields(config)
+    if not own_credentials:
+        check_plugin_credential(doc, context, fields, where, errors.handler.messages)
+    return dict(fields, source=where)
+
+
+class _LoggedErrors(logging.Handler):
+    """What the kubernetes loaders log instead of raising (an exec plugin that is missing or fails)."""
+
+    def __init__(self):
+        super().__init__(logging.ERROR)
+        self.messages: List[str] = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def _selected_user(doc, context: Optional[str]) -> dict:
+    if not isinstance(doc, dict):
+        return {}
+    ctx = _named(doc, "contexts", context or doc.get("current-context")) or {}
+    return _named(doc, "users", ctx.get("user")) or {}
+
+
+def check_plugin_credential(doc, context: Optional[str], fields: dict, where: str, logged: List[str]) -> None:
+    """A kubeconfig user that authenticates through an exec plugin or an auth-provider and got no credential from
+    it: one error naming the user, the plugin and the cause. The loaders log such failures and go on, and the
+    requests would then go out anonymous, to be refused with a 401 or 403 that blames RBAC."""
+    user = _selected_user(doc, context)
+    if not (user.get("exec") or user.get("auth-provider")) or fields.get("authorization") or fields.get("cert_file"):
+        return
+    why = f" ({'; '.join(dict.fromkeys(m.strip() for m in logged if m.strip()))})" if logged else ""
+    if user.get("exec"):
+        command = (user["exec"] or {}).get("command", "?")
+        raise ConfigurationError(f"{where}: the user's exec credential plugin {command!r} gave no credential{why}. Check that "
+                                 "it is installed and runs on the host running the module (as the same user), or give "
+                                 "'api_key' or another kubeconfig user.")
+    name = (user.get("auth-provider") or {}).get("name", "?")
+    raise ConfigurationError(f"{where}: the user's auth-provider {name!r} gave no credential{why}: the kubernetes Python "
+                             "client supports only 'azure', 'gcp' and 'oidc' (each with its own settings). Use an exec "
+                             "plugin, a token ('api_key') or a client certificate instead.")
 
 
 class _kubeconfig_errors:
-    """Turn the loader's exceptions into one ConfigurationError naming the kubeconfig."""
+    """Turn the loader's exceptions into one ConfigurationError naming the kubeconfig; keep what it logged."""
 
     def __init__(self, where: str):
         self.where = where
+        self.handler = _LoggedErrors()
 
     def __enter__(self):
+        logging.getLogger().addHandler(self.handler)
         return self
 
     def __exit__(self, kind, exc, _traceback):
+        logging.getLogger().removeHandler(self.handler)
         if exc is None:
             return False
         if isinstance(exc, ConfigurationError):

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 from urllib.parse import urlsplit
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, EndpointUnreachable
 
@@ -59,7 +60,8 @@ def unreachable(endpoint: str, method: str, path: str, exc: BaseException, tls: 
     else:
         text = (f"apiserver {endpoint} did not answer {method} {path}: {_short(exc)}. "
                 "Check that the endpoint URL is right and the apiserver is running.")
-    return EndpointUnreachable(text, endpoint=endpoint, method=method, path=path)
+    return EndpointUnreachable(text, endpoint=endpoint, method=method, path=path,
+                               problem=diagnosis.TLS if tls else diagnosis.NO_ANSWER)
 
 
 def tls_context(settings: ConnectionSettings) -> ssl.SSLContext:

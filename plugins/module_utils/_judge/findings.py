@@ -11,16 +11,11 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 from typing import List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import SAFE, UNKNOWN, Finding
 
 SCOPE_JUDGEMENT = "judgement"  # a finding about the whole check: never accepted by name
 
-_AUTH_STEPS = {
-    401: "the apiserver rejected the credentials: check 'api_key', the kubeconfig user or the client certificate used "
-         "for this apiserver, then re-run.",
-    403: "the user may not read discovery on this apiserver: grant it (a ClusterRole with nonResourceURLs "
-         "[\"/api\", \"/api/*\", \"/apis\", \"/apis/*\", \"/version\", \"/readyz\"] and verbs [\"get\"]), then re-run.",
-}
 
 
 def endpoint_findings(observation, offline: bool = False) -> List[Finding]:
@@ -34,8 +29,7 @@ def endpoint_findings(observation, offline: bool = False) -> List[Finding]:
     for ep in observation.endpoints:
         if ep.reachable:
             continue
-        step = _AUTH_STEPS.get(ep.status, "make it reachable (or, if it no longer exists, remove it from the endpoints), "
-                                          "then re-run.")
+        step = diagnosis.step(ep.problem or diagnosis.of_status(ep.status), "it") + ", then re-run."
         found.append(Finding(
             subject=ep.endpoint, scope="apiserver", verdict=UNKNOWN,
             reason=f"{ep.error or f'apiserver {ep.endpoint} could not be read'}: without it, agreement on storage "

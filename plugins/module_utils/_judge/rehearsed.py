@@ -73,7 +73,7 @@ def apply(results: List[ResourceVerdict], rehearsal, resources=None) -> None:
         found = by_name.get(name)
         if entry.get("verdict") == SAFE:
             if found is not None and found.verdict != SAFE:
-                found.reason += (f" {where.capitalize()} read all {entry.get('objects_read')} stored object(s); the verdict "
+                found.reason += (f" {where[:1].upper() + where[1:]} read all {entry.get('objects_read')} stored object(s); the verdict "
                                  "stands for what the running apiservers may still write.")
             continue
         names = list(entry.get("undecodable_names") or entry.get("removed_names") or [])

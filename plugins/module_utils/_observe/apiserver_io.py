@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import (
@@ -81,7 +81,8 @@ def _endpoint_failure(endpoint: str, error: ApiError) -> EndpointObservation:
         text = f"apiserver {endpoint} answered HTTP {status}: {error}"
     else:
         text = f"apiserver {endpoint} is unreachable: {error}"
-    return EndpointObservation(endpoint=endpoint, reachable=False, error=text, status=status)
+    return EndpointObservation(endpoint=endpoint, reachable=False, error=text, status=status,
+                               problem=getattr(error, "problem", None) or diagnosis.of_status(status))
 
 
 def _readiness(client, tuning: Tuning) -> bool:

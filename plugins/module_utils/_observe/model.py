@@ -37,6 +37,7 @@ class EndpointObservation:
     reachable: bool
     error: Optional[str] = None  # operator-facing reason when unreachable / unauthorised / a group failed
     status: Optional[int] = None  # HTTP status of the failure, if any
+    problem: Optional[str] = None  # why it could not be read (_http/diagnosis: credentials, anonymous, tls, ...)
     git_version: Optional[str] = None  # /version gitVersion, e.g. "v1.32.0"
     release: Optional[str] = None  # "1.32", derived from git_version
     ready: bool = False  # /readyz answered 200
@@ -62,6 +63,7 @@ class EndpointObservation:
     def summary(self) -> dict:
         """The per-endpoint part of a module result: reachable, why not, release and readiness (no resources)."""
         return {"endpoint": self.endpoint, "reachable": self.reachable, "error": self.error, "status": self.status,
+                "problem": self.problem,
                 "release": self.release, "git_version": self.git_version, "ready": self.ready,
                 "failed_groups": list(self.failed_groups), "other_release_groups": list(self.other_release_groups)}
 
