@@ -2,12 +2,15 @@
 """How the collection names a resource: kubectl-style ``<resource>[.<group>]``.
 
 The same string is the name of the resource's StorageState object, so it is what operators see in
-reports and what they type in ``resources:`` options.
+reports and what they type in ``resources:`` options. Names an operator typed that nothing knows are
+answered here too, with the closest known names ("did you mean"), for every capability that takes them.
 """
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
+from typing import Dict, Iterable, List
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 
@@ -37,3 +40,42 @@ class GroupResource:
     def group_version(self, version: str) -> str:
         """``apiVersion`` string: ``v1`` for core, ``apps/v1`` otherwise."""
         return f"{self.group}/{version}" if self.group else version
+
+
+# --- names an operator typed that nothing knows -----------------------------------------------------------
+
+
+def known_names(observation, manifests=None) -> set:
+    """Every name the check could judge: served, recorded, or defined by a CRD or a target manifest."""
+    names = set(observation.crds) | set(observation.storage_states) | set(manifests or {})
+    for endpoint in observation.endpoints:
+        names |= set(endpoint.resources)
+    return names
+
+
+def closest(name: str, candidates: Iterable[str], limit: int = 3) -> List[str]:
+    """``deployments`` -> ``deployments.apps`` first (a missing group is the usual slip), then spelling matches."""
+    pool = sorted(set(candidates))
+    grouped = [c for c in pool if c.startswith(f"{name}.")]
+    similar = difflib.get_close_matches(name, pool, n=limit, cutoff=0.6)
+    return list(dict.fromkeys(grouped + similar))[:limit]
+
+
+def unknown(requested: Iterable[str], known: set, profiles=None) -> Dict[str, List[str]]:
+    """Requested names that nothing knows, each with its closest known names (empty dict: all known)."""
+    found = {}
+    for name in requested:
+        if name in known or (profiles is not None and profiles.known(name)):
+            continue
+        found[name] = closest(name, known)
+    return found
+
+
+def describe_unknown(option: str, missing: Dict[str, List[str]]) -> str:
+    parts = []
+    for name, suggestions in missing.items():
+        hint = f" (did you mean {' or '.join(suggestions)}?)" if suggestions else ""
+        parts.append(f"{name!r}{hint}")
+    return (f"{option}: no apiserver serves, no StorageState records and no release data knows {', '.join(parts)}. "
+            "Use kubectl-style names: <resource>.<group>, or just <resource> for the core group (pods, "
+            "deployments.apps, widgets.example.com).")

@@ -13,10 +13,10 @@ import time
 from dataclasses import dataclass
 from typing import Dict, List
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement, AgreementTracker, compare
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 

@@ -25,9 +25,9 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model
     Observation,
     ObservedApiService,
     ObservedStorageVersion,
+    StorageStateRecord,
     StorageVersionEntry,
 )
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records as records_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     EndpointUnreachable,
@@ -393,7 +393,7 @@ class _ClusterReads:
             return
         self.observation.storage_state_crd_installed = True
         for obj in items:
-            record = records_mod.record_from_object(obj)
+            record = StorageStateRecord.from_object(obj)
             if wanted is None or record.name in wanted:
                 self.observation.storage_states[record.name] = record
 

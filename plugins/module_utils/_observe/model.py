@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
+
 
 @dataclass
 class ObservedResource:
@@ -147,6 +149,25 @@ class StorageStateRecord:
     last_heartbeat: Optional[str] = None  # RFC 3339 as stored
     resource_version: Optional[str] = None
     annotations: Dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def from_object(cls, obj: dict) -> StorageStateRecord:
+        """The record of a StorageState object; the name falls back to ``<resource>[.<group>]`` from spec."""
+        metadata = obj.get("metadata") or {}
+        spec_resource = (obj.get("spec") or {}).get("resource") or {}
+        status = obj.get("status") or {}
+        group = spec_resource.get("group") or ""
+        resource = spec_resource.get("resource") or ""
+        name = metadata.get("name") or (GroupResource(group, resource).name if resource else "")
+        if not resource and name:
+            parsed = GroupResource.parse(name)
+            group, resource = parsed.group, parsed.resource
+        return cls(name=name, group=group, resource=resource,
+                   persisted_hashes=list(status.get("persistedStorageVersionHashes") or []),
+                   current_hash=status.get("currentStorageVersionHash") or None,
+                   last_heartbeat=status.get("lastHeartbeatTime") or None,
+                   resource_version=metadata.get("resourceVersion"),
+                   annotations=dict(metadata.get("annotations") or {}))
 
 
 @dataclass

@@ -238,25 +238,8 @@ def storage_state_object(name: str, status: dict, annotations: Optional[dict] = 
     }
 
 
-def record_from_object(obj: dict) -> StorageStateRecord:
-    """A StorageStateRecord from an object; the name falls back to ``<resource>[.<group>]`` from spec."""
-    metadata = obj.get("metadata") or {}
-    spec_resource = (obj.get("spec") or {}).get("resource") or {}
-    status = obj.get("status") or {}
-    group = spec_resource.get("group") or ""
-    resource = spec_resource.get("resource") or ""
-    name = metadata.get("name") or (GroupResource(group, resource).name if resource else "")
-    if not resource and name:
-        parsed = GroupResource.parse(name)
-        group, resource = parsed.group, parsed.resource
-    return StorageStateRecord(
-        name=name, group=group, resource=resource,
-        persisted_hashes=list(status.get("persistedStorageVersionHashes") or []),
-        current_hash=status.get("currentStorageVersionHash") or None,
-        last_heartbeat=status.get("lastHeartbeatTime") or None,
-        resource_version=metadata.get("resourceVersion"),
-        annotations=dict(metadata.get("annotations") or {}),
-    )
+# The parser lives with the record's model in _observe (which reads the records); kept here by its old name.
+record_from_object = StorageStateRecord.from_object
 
 
 def is_stale(record: Optional[StorageStateRecord], now: datetime, max_age_seconds) -> bool:
