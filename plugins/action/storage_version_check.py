@@ -31,8 +31,8 @@ class ActionModule(ActionBase):
         name = args.get("report_name")
         paths = report_paths(report_dir, "storage-check" if name is None else str(name)) if report_dir else None
         result.update(self._execute_module(module_args=args, task_vars=task_vars))
-        # A result without "blocking" is a failure before any judgement: there is no report to write.
-        if paths is None or "blocking" not in result:
+        # A failure with nothing blocking is a failure before any judgement (bad input, no answer): no report to write.
+        if paths is None or (result.get("failed") and not result.get("blocking")):
             return result
         if self._task.check_mode:
             result["report_files"] = []

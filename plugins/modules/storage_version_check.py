@@ -486,7 +486,9 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 # No "blocking" on a failure before any judgement: the roles tell that failure from blocking verdicts by it.
-EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "report_markdown": "", "endpoints": [], "disagreeing": []}
+# Every key RETURN documents as always returned, as a failure before any judgement has them (nothing judged).
+EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "report_markdown": "", "report_text": "", "blocking": [],
+                "accepted": [], "findings": [], "not_stored": [], "skipped_resources": [], "endpoints": [], "disagreeing": []}
 
 
 def argument_spec() -> dict:
