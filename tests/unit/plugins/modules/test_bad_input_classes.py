@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.module_utils.common.parameters import PASS_VARS
 from kube_module_args import BASE_ARGS
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
@@ -43,6 +44,8 @@ MODULES = {
 }
 CLUSTER_MODULES = sorted(name for name, (cluster, _args) in MODULES.items() if cluster)
 SECRET_TOKEN = "kubeconfig-secret-token-value"
+# As with -vvv, the result echoes the module's arguments: asked for since ansible-core 2.20, always before.
+ECHO_ARGUMENTS = {"_ansible_inject_invocation": True} if "inject_invocation" in PASS_VARS else {}
 PASSWORD = "hunter2-url-password"
 
 
@@ -180,7 +183,7 @@ class TestKubeconfigMapping:
             doc["users"] = [{"name": "u", "user": [user]}]
         else:
             doc["clusters"] = [{"name": "c", "cluster": {"server": 5}}]
-        args = without_host("storage_version_info", kubeconfig=doc, _ansible_inject_invocation=True)
+        args = without_host("storage_version_info", kubeconfig=doc, **ECHO_ARGUMENTS)
         failed, result = run_module(module("storage_version_info"), args)
         assert failed
         assert_one_clean_failure(result, ["the 'kubeconfig' mapping"])
@@ -310,7 +313,7 @@ class TestUrlCredentials:
     def test_refused_without_showing_the_password(self, run_module, fake_cluster, case, name, args, needle):
         merged = {k: v for k, v in base_args(name, **args).items() if v is not None}
         # as with -vvv: the result echoes the module's arguments (Ansible masks the values it was told are secret)
-        merged["_ansible_inject_invocation"] = True
+        merged.update(ECHO_ARGUMENTS)
         failed, result = run_module(module(name), merged)
         assert failed
         assert_one_clean_failure(result, [needle, "credentials", "***@"])
@@ -330,8 +333,7 @@ class TestUrlCredentials:
     @pytest.mark.parametrize("option, value", [("impersonate_user", "oidc:jane@example.com"),
                                                ("context", "kubernetes-admin@kubernetes")], ids=["oidc-user", "context"])
     def test_names_with_an_at_sign_are_neither_refused_nor_masked(self, run_module, fake_cluster, option, value):
-        args = {**base_args("storage_version_info"), option: value, "endpoints": ["10.0.0.11:6443"],
-                "_ansible_inject_invocation": True}
+        args = {**base_args("storage_version_info"), option: value, "endpoints": ["10.0.0.11:6443"], **ECHO_ARGUMENTS}
         failed, result = run_module(module("storage_version_info"), args)
         assert failed
         assert_one_clean_failure(result, ["'endpoints' must be an apiserver URL"])
