@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta, timezone
 
 import pytest
-from test_storage_state_io import Store, client_for
+from test_remember_storage_state_io import Store, client_for
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
