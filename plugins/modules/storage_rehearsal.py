@@ -82,11 +82,13 @@ options:
   page_size:
     description: Keys per range request to the live etcd (1 to 10000).
     type: int
-    default: 500
+    default: 1000
   pages_per_second:
-    description: Throttle on the live etcd, in range requests per second; C(0) reads as fast as etcd answers.
+    description:
+      - Throttle on the live etcd, as for M(kubeupgrade.storage.storage_version_audit) - at most O(page_size) x
+        O(pages_per_second) keys per second; C(0) reads as fast as etcd answers.
     type: float
-    default: 10
+    default: 20
   apiserver_manifest:
     description:
       - The cluster's kube-apiserver static pod manifest, read for the storage flags and the etcd connection. A path given
@@ -299,8 +301,8 @@ def argument_spec() -> dict:
         etcd_client_key=dict(type="path", no_log=False),
         etcd_validate_certs=dict(type="bool", default=True),
         etcd_request_timeout=dict(type="float", default=30),
-        page_size=dict(type="int", default=500),
-        pages_per_second=dict(type="float", default=10),
+        page_size=dict(type="int", default=1000),
+        pages_per_second=dict(type="float", default=20),
         apiserver_manifest=dict(type="path"),
         encryption_config=dict(type="path"),
         runtime_config=dict(type="str"),

@@ -69,7 +69,7 @@ def etcd_settings(params: dict) -> EtcdSettings:
 
 
 def scan_options(params: dict) -> ScanOptions:
-    page_size = 500 if params.get("page_size") is None else params["page_size"]
+    page_size = 1000 if params.get("page_size") is None else params["page_size"]
     if not 1 <= page_size <= MAX_PAGE_SIZE:
         raise ConfigurationError(f"page_size must be between 1 and {MAX_PAGE_SIZE}, got {page_size}")
     rate = float(params.get("pages_per_second") or 0)
@@ -146,8 +146,8 @@ def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:
                         "what is stored; check etcd_prefix (kube-apiserver --etcd-prefix) and etcd_endpoints",
                         details={"endpoint": reader.endpoint, "prefix": prefix})
     result = aggregator.result()
-    result.update(endpoint=reader.endpoint, revision=reader.revision, pages=reader.pages, prefix=prefix, measured_at=measured_at,
-                  target_release=request.target_release)
+    result.update(endpoint=reader.endpoint, transport=getattr(reader, "transport", None), revision=reader.revision,
+                  pages=reader.pages, prefix=prefix, measured_at=measured_at, target_release=request.target_release)
     return result
 
 

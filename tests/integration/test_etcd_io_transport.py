@@ -1,0 +1,144 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The audit's reader against a real etcd, through gRPC and through the JSON gateway: the same (key, value) sequence
+as one unbounded range, one revision across bounded windows, compaction named, the gateway where gRPC cannot be had.
+Correctness only: the speed is measured by benchmarks/bench_audit.py, never asserted."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+
+import etcd_fixture
+import pytest
+from etcd_fixture import free_port
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io, etcd_wire
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+
+PAGE = 20  # small pages: the stores below are more than _Windows.FROM pages, so requests go to bounded windows
+
+
+@pytest.fixture
+def etcd_plain(tmp_path):
+    yield from etcd_fixture.serve(tmp_path)
+
+
+@pytest.fixture
+def etcd_tls(tmp_path):
+    yield from etcd_fixture.serve(tmp_path, tls=True)
+
+
+def _settings(server, **extra) -> EtcdSettings:
+    kwargs = {"endpoints": [server.url], "timeout": 10.0}
+    if server.tls:
+        kwargs.update(ca_cert=server.pki.ca_cert, client_cert=server.pki.client_cert, client_key=server.pki.client_key)
+    kwargs.update(extra)
+    return EtcdSettings(**kwargs)
+
+
+def _store():
+    """Keys shaped like an apiserver's (decimal, hex and random names, resources of very different sizes), values of
+    every length from empty to 40 KiB, keys outside the prefix around it."""
+    rng = random.Random(5)
+    pairs = [(f"/registry/configmaps/bulk/cm-{i:05d}".encode(), rng.randbytes(rng.randrange(0, 600))) for i in range(1500)]
+    pairs += [(f"/registry/events/ns-{rng.randrange(9)}/pod.{rng.getrandbits(60):x}".encode(), rng.randbytes(200))
+              for _i in range(700)]
+    pairs += [(b"/registry/leases/kube-system/" + name, b"") for name in (b"a", b"b", b"z" * 300)]
+    pairs += [(b"/registry/secrets/big/s-%d" % i, rng.randbytes(40000)) for i in range(5)]
+    pairs += [(b"/registry/zz/" + rng.randbytes(rng.randrange(1, 20)), b"\xff" * 3) for _i in range(100)]
+    return pairs + [(b"/registrx/outside", b"no"), (b"/registry", b"no"), (b"/other/key", b"no")]
+
+
+def _put(server, pairs):
+    server.put_many(pairs, batch=64)
+
+
+def _one_range(server, prefix=b"/registry/"):
+    """Every (key, value) under the prefix in one unbounded range: what the scan must reproduce."""
+    return server.range_prefix(prefix)
+
+
+@pytest.mark.parametrize("fixture", ["etcd_plain", "etcd_tls"])
+def test_grpc_and_gateway_read_the_same_pairs_as_one_range(request, fixture):
+    server = request.getfixturevalue(fixture)
+    _put(server, _store())
+    expected = _one_range(server)
+    assert len(expected) > etcd_wire._Windows.FROM * PAGE
+    revisions = set()
+    for transport in ("auto", "grpc", "gateway"):
+        for keys_only in (False, True):
+            reader = EtcdReader(_settings(server))
+            got = list(reader.scan(ScanOptions(page_size=PAGE, transport=transport, keys_only=keys_only)))
+            assert got == ([(k, b"") for k, _v in expected] if keys_only else expected), (transport, keys_only)
+            assert reader.transport == ("gateway" if transport == "gateway" else "grpc")
+            assert reader.endpoint == server.url and reader.pages >= len(expected) / PAGE
+            revisions.add(reader.revision)
+    assert len(revisions) == 1
+
+
+@pytest.mark.parametrize("transport", ["grpc", "gateway"])
+def test_one_revision_across_windows(etcd_plain, transport):
+    _put(etcd_plain, _store())
+    expected = _one_range(etcd_plain)
+    reader = EtcdReader(_settings(etcd_plain))
+    got = []
+    for index, pair in enumerate(reader.scan(ScanOptions(page_size=PAGE, transport=transport))):
+        got.append(pair)
+        if index == 0:  # after the first page: writes and deletes in every later window must not be seen
+            _put(etcd_plain, [(b"/registry/configmaps/bulk/cm-%05d-new" % i, b"new") for i in range(0, 1500, 100)])
+            _put(etcd_plain, [(b"/registry/configmaps/bulk/cm-00700", b"changed"), (b"/registry/aaa/new", b"new")])
+            etcd_plain._request("POST", "/v3/kv/deleterange", {"key": base64.b64encode(b"/registry/events/").decode(),
+                                                               "range_end": base64.b64encode(b"/registry/events0").decode()})
+    assert got == expected
+    assert reader.revision < int(json.loads(etcd_plain._request("POST", "/v3/kv/range", {"key": "eA=="}))["header"]["revision"])
+
+
+@pytest.mark.parametrize("transport", ["grpc", "gateway"])
+def test_compaction_under_the_scan_is_named(etcd_plain, transport):
+    _put(etcd_plain, [(b"/registry/configmaps/ns/cm-%03d" % i, b"v") for i in range(300)])
+    scan = EtcdReader(_settings(etcd_plain)).scan(ScanOptions(page_size=10, transport=transport))
+    next(scan)
+    etcd_plain.put("/registry/configmaps/ns/later", b"v")
+    revision = int(json.loads(etcd_plain._request("POST", "/v3/kv/range", {"key": "eA=="}))["header"]["revision"])
+    etcd_plain._request("POST", "/v3/kv/compaction", {"revision": revision, "physical": True})
+    with pytest.raises(EtcdError) as raised:
+        list(scan)
+    message = str(raised.value)
+    assert f"etcd at {etcd_plain.url} compacted the revision the audit was reading" in message
+    assert "required revision has been compacted" in message and "run the audit again" in message
+
+
+def test_without_http2_the_gateway_reads(etcd_tls, monkeypatch):
+    """A TLS handshake that does not agree on h2 (as through a proxy that speaks HTTP/1.1 only)."""
+    _put(etcd_tls, _store()[:400])
+    expected = _one_range(etcd_tls)
+    offer_http1 = etcd_io._tls_context
+
+    def http1_only(settings):
+        context = offer_http1(settings)
+        context.set_alpn_protocols(["http/1.1"])
+        return context
+
+    monkeypatch.setattr(etcd_io, "_tls_context", http1_only)
+    reader = EtcdReader(_settings(etcd_tls))
+    assert list(reader.scan(ScanOptions(page_size=PAGE))) == expected and reader.transport == "gateway"
+    with pytest.raises(EtcdError) as raised:
+        list(EtcdReader(_settings(etcd_tls)).scan(ScanOptions(page_size=PAGE, transport="grpc")))
+    assert f"etcd at {etcd_tls.url} answered, but not in gRPC" in str(raised.value) and "ALPN h2" in str(raised.value)
+
+
+def test_an_unreachable_endpoint_is_skipped_and_grpc_kept(etcd_plain):
+    _put(etcd_plain, _store()[:100])
+    dead = f"http://127.0.0.1:{free_port()}"
+    reader = EtcdReader(_settings(etcd_plain, endpoints=[dead, etcd_plain.url]))
+    assert list(reader.scan(ScanOptions(page_size=PAGE))) == _one_range(etcd_plain)
+    assert reader.endpoint == etcd_plain.url and reader.transport == "grpc"
+    with pytest.raises(EtcdError) as raised:
+        list(EtcdReader(_settings(etcd_plain, endpoints=[dead], timeout=3.0)).scan(ScanOptions(transport="grpc")))
+    assert f"etcd at {dead} is unreachable" in str(raised.value)
+
+
+def test_an_unknown_transport_is_refused(etcd_plain):
+    with pytest.raises(etcd_io.ConfigurationError, match="transport must be one of auto, grpc, gateway"):
+        list(EtcdReader(_settings(etcd_plain)).scan(ScanOptions(transport="http3")))
