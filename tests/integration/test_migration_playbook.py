@@ -78,3 +78,29 @@ def test_progress_lines_come_from_the_action_plugin(sim, ansible_playbook, tmp_p
     assert result.rc == 0, explain(result)
     assert "storage_migration: configmaps: succeeded via client" in result.stdout, explain(result)
     assert "storage_migration: secrets: succeeded via client" in result.stdout
+
+
+def test_the_migrate_role_with_no_apiserver_refuses_instead_of_migrating_through_the_kubeconfig_server(sim, ansible_playbook,
+                                                                                                     tmp_path):
+    """No inventory group and no endpoints: nothing is read or written (not even through the kubeconfig's server)."""
+    sim.admin.put_raw("configmaps", "demo", "old-0", "v1", {"data": {"i": "0"}})
+    before = sum(entry["count"] for entry in sim.admin._call("audit"))
+    playbook = tmp_path / "migrate-nowhere.yml"
+    playbook.write_text(f"""
+- hosts: localhost
+  connection: local
+  gather_facts: false
+  module_defaults:
+    group/kubeupgrade.storage.storage: {{kubeconfig: {sim.kubeconfig}}}
+  tasks:
+    - ansible.builtin.include_role:
+        name: kubeupgrade.storage.migrate
+      vars:
+        migrate_control_plane_group: no_such_group
+        migrate_target_release: "1.33"
+""")
+    result = ansible_playbook(playbook)
+    assert result.rc != 0, explain(result)
+    assert "migrate_endpoints is empty" in result.stdout and "no_such_group" in result.stdout, explain(result)
+    assert "Wait until every apiserver" not in result.stdout, explain(result)
+    assert sum(entry["count"] for entry in sim.admin._call("audit")) == before, "a request reached the cluster"
