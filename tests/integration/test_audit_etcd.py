@@ -161,7 +161,10 @@ def test_tls_errors_name_the_endpoint_and_the_fix(etcd_tls):
     assert "refused the TLS connection" in str(raised.value) and "etcd_client_cert and etcd_client_key" in str(raised.value)
     with pytest.raises(EtcdError) as raised:
         _audit(_params(etcd_tls, etcd_endpoints=[etcd_tls.url.replace("https", "http")], etcd_ca_cert=None))
-    assert "127.0.0.1" in str(raised.value)
+    assert f"use {etcd_tls.url} with etcd_ca_cert" in str(raised.value), str(raised.value)  # the hint: https
+    with pytest.raises(EtcdError) as raised:  # a key that is not the certificate's: not a CA problem
+        _audit(_params(etcd_tls, etcd_client_key=etcd_tls.pki.server_key))
+    assert "is not the key of etcd_client_cert" in str(raised.value) and "CA" not in str(raised.value), str(raised.value)
 
 
 def test_unreachable_endpoint_and_failover(etcd_plain):

@@ -448,10 +448,17 @@ def _transport_error(endpoint: str, error, settings: EtcdSettings, mid_scan: boo
     if "CERTIFICATE_VERIFY_FAILED" in text or "certificate verify failed" in text:
         return EtcdError(f"etcd at {endpoint}: its TLS certificate is not signed by etcd_ca_cert ({settings.ca_cert or 'system CAs'}); "
                          "give etcd's CA (kubeadm: /etc/kubernetes/pki/etcd/ca.crt)", details=details)
+    if "KEY_VALUES_MISMATCH" in text or "key values mismatch" in text:
+        return EtcdError(f"etcd_client_key ({settings.client_key}) is not the key of etcd_client_cert ({settings.client_cert}): "
+                         "give the matching pair (kubeadm: /etc/kubernetes/pki/apiserver-etcd-client.crt and .key)", details=details)
     if isinstance(error, _GrpcProtocolError):
         return EtcdError(f"etcd at {endpoint} answered, but not in gRPC ({_short(text)}): read it through its JSON gateway "
                          "(transport auto or gateway)", details=details)
     https = urlsplit(endpoint).scheme == "https"
+    if not https and ("RemoteDisconnected" in text or "Connection aborted" in text or "BadStatusLine" in text):
+        return EtcdError(f"etcd at {endpoint} closed the connection without an answer ({_short(text)}): etcd serving TLS on this "
+                         f"port drops plain HTTP; use {endpoint.replace('http://', 'https://', 1)} with etcd_ca_cert, "
+                         "etcd_client_cert and etcd_client_key (kubeadm serves only TLS on 2379)", details=details)
     if isinstance(error, ssl.SSLError) or (HAS_URLLIB3 and isinstance(error, urllib3.exceptions.SSLError)) or "alert" in text or (
             https and (isinstance(error, ConnectionResetError)
                        or (HAS_URLLIB3 and isinstance(error, urllib3.exceptions.ProtocolError)))):
