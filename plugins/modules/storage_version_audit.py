@@ -85,8 +85,16 @@ options:
   target_release:
     description:
       - A Kubernetes release (C(1.33)) whose apiserver must decode what is stored; the objects it could not decode are
-        counted and named per resource. Custom resources are judged only with O(readable_versions).
+        counted and named per resource. Custom resources are judged with O(target_crds) or O(readable_versions).
     type: str
+  target_crds:
+    description:
+      - Target CRD manifests (paths of files or directories, inline YAML, or dictionaries, as for
+        M(kubeupgrade.storage.storage_version_check)). Objects of a custom resource stored in a version its target manifest
+        does not list are named as the target cannot decode them, so the object-level migration covers them too.
+    type: list
+    elements: raw
+    default: []
   readable_versions:
     description:
       - Versions a target can decode, per resource (a mapping such as C(widgets.example.com) to C([v1])); adds to and overrides
@@ -319,6 +327,7 @@ def argument_spec() -> dict:
         encryption_config=dict(type="path"),
         resources=dict(type="list", elements="str"),
         target_release=dict(type="str"),
+        target_crds=dict(type="list", elements="raw", default=[]),
         readable_versions=dict(type="dict"),
         profiles_file=dict(type="path"),
         profiles=dict(type="dict"),

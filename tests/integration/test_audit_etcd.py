@@ -224,3 +224,21 @@ def test_module_through_ansible_playbook_in_check_mode(etcd_tls, tmp_path, ansib
     result = json.loads(out.read_text())
     assert result["changed"] is False and result["resources"]["widgets.example.com"]["not_readable"] == 50
     assert result["not_readable"] == 50 and "269 keys" in result["summary"]
+
+
+def test_target_crd_manifests_name_the_custom_resources_a_target_cannot_decode(etcd_plain):
+    etcd_plain.put("/registry/example.com/widgets/default/old", json_value("example.com/v1alpha1", "Widget"))
+    etcd_plain.put("/registry/example.com/widgets/default/new", json_value("example.com/v1", "Widget"))
+    manifest = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+                "metadata": {"name": "widgets.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced",
+                         "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                         "versions": [{"name": "v1", "served": True, "storage": True,
+                                       "schema": {"openAPIV3Schema": {"type": "object"}}}]}}
+    dropping = _audit(_params(etcd_plain, target_crds=[manifest]))["resources"]["widgets.example.com"]
+    assert dropping["judged"] and dropping["not_readable_names"] == ["default/old"], dropping
+    keeping = dict(manifest, spec=dict(manifest["spec"], versions=[
+        {"name": "v1alpha1", "served": False, "storage": False, "schema": {"openAPIV3Schema": {"type": "object"}}},
+        *manifest["spec"]["versions"]]))
+    kept = _audit(_params(etcd_plain, target_crds=[keeping]))["resources"]["widgets.example.com"]
+    assert kept["judged"] and kept["not_readable"] == 0, kept

@@ -11,6 +11,7 @@ from urllib.parse import urlsplit
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys, model
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
@@ -82,13 +83,19 @@ def scan_options(params: dict) -> ScanOptions:
 
 
 def _readable(params: dict) -> Tuple[Optional[str], Optional[Dict[str, Set[str]]]]:
-    """The target release's name (as its profile names it) and what a target reads, per resource."""
+    """The target release's name (as its profile names it) and what a target reads, per resource: the release's
+    built-ins, the target CRD manifests' custom resources (every version a manifest lists is decodable), then
+    ``readable_versions`` over both."""
     readable, target = None, None
     release = params.get("target_release")
     if release:
         profile = load_profiles(params.get("profiles_file"), params.get("profiles")).get(release)
         readable = {name: entry.readable_versions() for name, entry in profile.resources.items()}
         target = profile.release
+    if params.get("target_crds"):
+        readable = dict(readable or {})
+        for name, crd in load_target_crds(params["target_crds"]).items():
+            readable[name] = {version.name for version in crd.versions}
     given = params.get("readable_versions")
     if given is not None:
         if not isinstance(given, dict):

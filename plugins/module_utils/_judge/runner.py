@@ -29,9 +29,9 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
     JudgeOptions,
     Target,
 )
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io as observe_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import Observation
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_accept
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError

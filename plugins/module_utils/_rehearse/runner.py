@@ -19,7 +19,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crd_objects
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crd_objects
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import migrate_copy, model, reader, scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
