@@ -26,6 +26,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
     UNSAFE,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import release_sort_key
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 
@@ -124,9 +125,24 @@ def _bridge(name, versions, target_readable, profiles) -> Optional[str]:
     return None
 
 
+def is_rollback(case: Case) -> bool:
+    """Whether the target release is older than a release an apiserver runs: going back past what it wrote."""
+    target = case.view.release
+    running = [ep.release for ep in getattr(case.observation, "endpoints", []) if getattr(ep, "release", None)]
+    return bool(target and running) and release_sort_key(target) < max(release_sort_key(r) for r in running)
+
+
+_SNAPSHOT_STEP = ("for a rollback past objects the newer release wrote, the way back is the etcd snapshot taken before the "
+                  "upgrade (kubeupgrade.storage.storage_snapshot, which upgrade.yml takes, returns its restore_steps)")
+
+
 def _through_or_recreate(case: Case, unreadable_current) -> str:
-    """A next step that can be followed: through a bridging release when one exists, else re-create the objects."""
+    """A next step that can be followed: through a bridging release when one exists, else re-create the objects; for a
+    rollback (the newer release's own objects among them, which it re-creates while it runs), the pre-upgrade snapshot."""
     name, shown = case.name, ", ".join(unreadable_current)
+    if is_rollback(case):
+        return (f"{_SNAPSHOT_STEP}; or keep the release that writes {shown}. Deleting the objects does not help while an "
+                "apiserver of that release runs: it re-creates the ones it maintains (the bootstrap FlowSchemas, for example).")
     bridge = _bridge(name, unreadable_current, case.view.readable, case.profiles)
     if bridge:
         return (f"do not swap to this target yet: upgrade through Kubernetes {bridge} first (it reads {shown} and writes "

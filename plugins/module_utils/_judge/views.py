@@ -27,6 +27,7 @@ class TargetView:
     conservative: bool = False
     absent_verdict: str = UNKNOWN
     absent_reason: str = ""
+    release: Optional[str] = None  # the target release, when judged against release data
 
 
 def storage_version_object_name(name: str) -> str:
@@ -65,12 +66,12 @@ def _release_view(name, release, profiles) -> TargetView:
     entry = release.get(name)
     source = f"the Kubernetes {release.release} release profile ({release.source})"
     if entry is not None:
-        return TargetView(True, source, entry.readable_versions(), entry.storage_version)
+        return TargetView(True, source, entry.readable_versions(), entry.storage_version, release=release.release)
     if name in release.removed or (profiles is not None and profiles.known(name)):
         # Upgrading past a removal and rolling back below an introduction are the same situation.
         having = [r for r in profiles.releases() if profiles.get(r).get(name) is not None] if profiles is not None else []
         where = f" (the release data has it in {_release_span(having)})" if having else ""
-        return TargetView(False, source, absent_verdict=REMOVED,
+        return TargetView(False, source, absent_verdict=REMOVED, release=release.release,
                           absent_reason=f"Kubernetes {release.release} has no types for {name}{where}")
     return TargetView(False, source, absent_reason=f"the release data has no entry for {name} in any release")
 

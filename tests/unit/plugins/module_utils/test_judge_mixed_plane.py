@@ -51,3 +51,17 @@ def test_measured_rollback_counts_what_is_stored_and_what_the_staying_apiservers
 def test_without_an_audit_what_the_departing_apiserver_writes_still_counts():
     verdict = judge(mixed_plane(), Target(release=PROFILES.get("1.28")), PROFILES, JudgeOptions(fail_on=()))
     assert [(r.resource, r.verdict) for r in verdict.resources] == [(NAME, "unsafe")]
+
+
+def test_a_rollback_past_what_the_newer_release_writes_points_at_the_pre_upgrade_snapshot():
+    """Every apiserver on 1.32 (it writes and maintains the bootstrap FlowSchemas as v1): back to 1.28 there is no
+    release to go through and deleting them does not help; the way back is the snapshot taken before the upgrade."""
+    rolled = Observation(endpoints=[
+        EndpointObservation(endpoint=f"https://cp{i}:6443", reachable=True, release="1.32", ready=True,
+                            resources={NAME: flowschemas("v1")}) for i in (1, 2)])
+    [item] = judge(rolled, Target(release=PROFILES.get("1.28")), PROFILES, JudgeOptions(fail_on=())).resources
+    assert item.verdict == "unsafe"
+    assert "etcd snapshot taken before the upgrade" in item.next_step and "re-creates" in item.next_step, item.next_step
+    # An upgrade with the same kind of gap gets no snapshot advice: there it is not the way forward.
+    [forward] = judge(mixed_plane(), Target(release=PROFILES.get("1.32")), PROFILES, JudgeOptions(fail_on=())).resources
+    assert "snapshot" not in forward.next_step
