@@ -63,6 +63,8 @@ def test_upgrade_with_etcd_settings_audits_records_migrates_only_listed_objects(
     assert releases(plane) == ["1.36", "1.36", "1.36"]
     snapshot = os.path.join(etcd_tls.workdir, "etcd-before-upgrade.db")
     assert os.path.getsize(snapshot) > 0 and "etcdutl snapshot restore " + snapshot in result.stdout, explain(result)
+    kept = json.loads((tmp_path / "reports" / "etcd-snapshot-1.36.json").read_text(encoding="utf-8"))
+    assert kept["path"] == snapshot and kept["bytes"] == os.path.getsize(snapshot) and kept["revision"] > 0, kept
 
     first = json.loads((tmp_path / "reports" / "preflight-1.36.json").read_text(encoding="utf-8"))
     verdicts = {r["resource"]: r for r in first["resources"]}
