@@ -17,7 +17,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
 SCOPE_JUDGEMENT = "judgement"  # a finding about the whole check: never accepted by name
 
 
-
 def endpoint_findings(observation, offline: bool = False) -> List[Finding]:
     """One blocking finding per apiserver that could not be observed: agreement cannot be established without it.
     Offline, no apiserver at all is what was asked for (the audit is judged instead)."""

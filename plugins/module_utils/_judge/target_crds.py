@@ -4,8 +4,10 @@ import path."""
 
 from __future__ import annotations
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import (  # noqa: F401
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import (
     load_target_crd_objects,
     load_target_crds,
     read_items,
 )
+
+__all__ = ["load_target_crd_objects", "load_target_crds", "read_items"]
