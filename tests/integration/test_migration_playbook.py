@@ -80,8 +80,8 @@ def test_progress_lines_come_from_the_action_plugin(sim, ansible_playbook, tmp_p
     assert "storage_migration: secrets: succeeded via client" in result.stdout
 
 
-def test_the_migrate_role_with_no_apiserver_refuses_instead_of_migrating_through_the_kubeconfig_server(sim, ansible_playbook,
-                                                                                                     tmp_path):
+def test_the_migrate_role_with_no_apiserver_refuses_instead_of_migrating_through_the_kubeconfig_server(
+        sim, ansible_playbook, tmp_path):
     """No inventory group and no endpoints: nothing is read or written (not even through the kubeconfig's server)."""
     sim.admin.put_raw("configmaps", "demo", "old-0", "v1", {"data": {"i": "0"}})
     before = sum(entry["count"] for entry in sim.admin._call("audit"))

@@ -358,10 +358,6 @@ def _gateway_page(document: dict) -> _RangePage:
                       int(document.get("count", 0)))
 
 
-
-
-
-
 class _Throttle:
     """At most ``page_size * pages_per_second`` keys per second, with the clock and sleep passed in.
 
@@ -480,8 +476,6 @@ def _short(text: str) -> str:
 # header blocks are decoded in order, with the dynamic table etcd's encoder keeps.
 
 
-
-
 class _Unreachable(Exception):
     """No TCP connection to the member (refused, timed out, no route): ``error`` says why."""
 
@@ -502,12 +496,6 @@ class _GrpcStatus(Exception):
 _PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 _MAX_WINDOW = 2 ** 31 - 1
 _REFILL = 2 ** 30  # give back a window once this much of it was used
-
-
-
-
-
-
 
 
 class _GrpcChannel:
@@ -698,32 +686,4 @@ def _tls_context(settings: EtcdSettings) -> ssl.SSLContext:
     return context
 
 
-
-
-
-
-
-
-
-
-
-
-
-
 # Protocol buffers: RangeRequest out, RangeResponse in (etcd's rpc.proto, kv.proto). Only the fields the scan uses.
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-

@@ -93,8 +93,9 @@ def _answer(*kvs: bytes, revision=123456789, more=True, count=5) -> bytes:
 
 def test_range_answer_decodes_keys_values_revision_more_and_count():
     big = bytes(range(256)) * 700  # a value longer than a two-byte varint
-    page = etcd_wire._decode_range(_answer(_kv(b"/registry/a", b"x"), _kv(b"/registry/b", b""), _kv(b"/registry/c", big),
-                                         _kv(b"/registry/d", b"y", extra=_field(99, 2, b"unknown") + _field(17, 0, 3))))
+    answer = _answer(_kv(b"/registry/a", b"x"), _kv(b"/registry/b", b""), _kv(b"/registry/c", big),
+                     _kv(b"/registry/d", b"y", extra=_field(99, 2, b"unknown") + _field(17, 0, 3)))
+    page = etcd_wire._decode_range(answer)
     assert page.pairs == [(b"/registry/a", b"x"), (b"/registry/b", b""), (b"/registry/c", big), (b"/registry/d", b"y")]
     assert (page.revision, page.more, page.count) == (123456789, True, 5)
     empty = etcd_wire._decode_range(_answer(more=False, count=0))
