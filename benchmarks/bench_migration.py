@@ -4,8 +4,9 @@
 For each object count (``admin.seed("bulk:N")`` configmaps) and concurrency, three measurements run
 against one simulated apiserver, each in a fresh child process so peak memory is its own:
   bare   urllib3 keep-alive pool: LIST limit=500 + PUT every object back, ``concurrency`` writers
-  put    ClientMigrator, full-object PUT
-  apply  ClientMigrator, minimal server-side apply patch (uid + resourceVersion preconditions)
+  client ClientMigrator with its default write (``put``)
+  put    ClientMigrator, ``write: put``: whole objects listed, each PUT back as read
+  apply  ClientMigrator, ``write: apply``: metadata listed, minimal server-side apply (uid + resourceVersion)
 Reported: objects/s, peak RSS growth during the run (MiB), each as a ratio against ``bare``; requests and
 bytes (in + out, from the simulator's ``stats()``) per object.
 Then, unless ``--first-migration-bulk 0``, the first full migration of a fresh simulated cluster (demo data plus
@@ -99,7 +100,9 @@ def bare_loop(state, concurrency):
     return done
 
 
-def migrator(state, concurrency, _method, list_path=LIST_PATH):
+def migrator(state, concurrency, method=None, list_path=LIST_PATH):
+    """The client backend's ClientMigrator over ``list_path``; ``method`` put or apply chooses the write (default: the
+    migrator's own default)."""
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import client as client_mod
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mc
@@ -115,7 +118,10 @@ def migrator(state, concurrency, _method, list_path=LIST_PATH):
             return list_path
 
     target = Namespaced(GroupResource("", "configmaps"), "v1", True, "ConfigMap", "bench")
-    progress = mc.ClientMigrator(api, target, mc.ClientOptions(chunk_size=500, concurrency=concurrency)).run()
+    options = mc.ClientOptions(chunk_size=500, concurrency=concurrency)
+    if method in mc.WRITES:
+        options.write = method
+    progress = mc.ClientMigrator(api, target, options).run()
     if progress.failed:
         raise RuntimeError(f"migrator: {progress.failed} objects failed: {progress.failures[:3]}")
     return progress.objects_migrated

@@ -3,15 +3,22 @@
 keep-alive loop measured in the same run, against the same apiserver and the same objects.
 
 Part 1: one 1.32 apiserver (plus etcd), ``--objects`` ConfigMaps (small data) in namespace ``bench``.
-Each measurement runs in a fresh child process (peak RSS growth is its own), as ``bench_migration.py`` does:
+Each measurement runs in a fresh child process (peak RSS growth and client CPU are its own), as ``bench_migration.py``
+does; the methods of a table take turns, ``--repeat`` rounds, and the median is shown:
   bare      stdlib ``http.client`` keep-alive HTTPS (one connection per writer thread): LIST limit=500 + continue,
             PUT of every object back, ``concurrency`` writers
-  module    ``ClientMigrator`` in-process (metadata-only LIST, prefetch, minimal server-side apply), as the
-            module's client backend runs it, for the ``bench`` namespace
+  module    ``ClientMigrator`` in-process with its default write (``put``: whole objects listed in chunks with the
+            next chunk listed while this one is written, each PUT back as read), as the module's client backend runs
+            it, for the ``bench`` namespace; ``module-apply`` the same with ``write: apply`` (metadata-only LIST,
+            identity-only server-side apply)
   ansible   ``ansible-playbook`` of a one-task playbook: ``kubeupgrade.storage.storage_migration`` with
             ``resources: [configmaps]``, ``backend: client``, ``select: resources`` (every namespace, so a few more
             objects), ``update_records: false`` (so each run does the same work); timed from process start to exit.
+            ``ansible-apply`` the same with ``write: apply``.
             ``ansible-noop`` is the same command with one ``debug`` task: Ansible's own fixed cost.
+            ``ansible-check`` is the migration task in check mode (it observes, selects and exits before the
+            Lease): the fixed cost of a module task of this collection (Ansible, the module's packaging and start,
+            its observation).
   rewrite   the three possible no-op rewrites per object at concurrency 1, bare loop as above:
             ``put`` (full object), ``merge`` (merge patch carrying only ``metadata.resourceVersion``, a precondition),
             ``apply`` (server-side apply with the migrator's minimal body: identity, uid, resourceVersion);
@@ -144,9 +151,9 @@ def bare_loop(state, concurrency, method="put"):
 # --- the collection's migrator, in-process ------------------------------------------------------------------
 
 
-def module_migrator(state, concurrency):
+def module_migrator(state, concurrency, write=None):
     """The client backend's ClientMigrator for the bench namespace, as the simulator benchmark runs it."""
-    return bench_migration.migrator(state, concurrency, None, list_path=LIST_PATH)
+    return bench_migration.migrator(state, concurrency, write, list_path=LIST_PATH)
 
 
 # --- ansible-playbook ---------------------------------------------------------------------------------------
@@ -185,8 +192,8 @@ def run_playbook(argv, log_path):
     return seconds, out.returncode, out.stdout
 
 
-def migration_playbook(path, state, concurrency, workdir, noop=False):
-    if noop:
+def migration_playbook(path, state, concurrency, workdir, variant="ansible"):
+    if variant == "ansible-noop":
         task = "    - ansible.builtin.debug:\n        msg: nothing\n"
     else:
         task = ("    - kubeupgrade.storage.storage_migration:\n"
@@ -196,16 +203,20 @@ def migration_playbook(path, state, concurrency, workdir, noop=False):
                 f"        kubeconfig: {json.dumps(state['kubeconfig'])}\n"
                 "        update_records: false\n"
                 f"        checkpoint_dir: {json.dumps(os.path.join(workdir, 'checkpoints'))}\n")
+        if variant == "ansible-apply":
+            task += "        write: apply\n"
+        if variant == "ansible-check":
+            task += "      check_mode: true\n"
     Path(path).write_text("- hosts: localhost\n  gather_facts: false\n  tasks:\n" + task, encoding="utf-8")
     return path
 
 
-def ansible_child(state, concurrency, noop):
+def ansible_child(state, concurrency, variant):
     """In the child: one timed ansible-playbook run; the peak RSS of its largest process (RUSAGE_CHILDREN)."""
     with tempfile.TemporaryDirectory() as workdir:
-        playbook = migration_playbook(os.path.join(workdir, "bench.yml"), state, concurrency, workdir, noop)
+        playbook = migration_playbook(os.path.join(workdir, "bench.yml"), state, concurrency, workdir, variant)
         seconds, returncode, stdout = run_playbook(["-i", "localhost,", "-c", "local", playbook],
-                                                   os.path.join(state["logdir"], f"ansible-c{concurrency}{'-noop' * noop}.log"))
+                                                   os.path.join(state["logdir"], f"{variant}-c{concurrency}.log"))
     if returncode:
         raise RuntimeError(f"ansible-playbook exited {returncode}:\n{stdout[-3000:]}")
     lines = [m for m in map(PROGRESS_LINE.match, stdout.splitlines()) if m]
@@ -269,19 +280,22 @@ def child(args):
     if args.method == "preflight":
         print(json.dumps(preflight_child(state)))
         return
-    if args.method in ("ansible", "ansible-noop"):
-        print(json.dumps(ansible_child(state, concurrency, args.method == "ansible-noop")))
+    if args.method.startswith("ansible"):
+        print(json.dumps(ansible_child(state, concurrency, args.method)))
         return
-    if args.method == "module":
+    if args.method.startswith("module"):
         from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as _unused  # noqa: F401
     with PeakRss() as rss:
+        cpu = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()
-        if args.method == "module":
-            count = module_migrator(state, concurrency)
+        if args.method.startswith("module"):
+            count = module_migrator(state, concurrency, "apply" if args.method == "module-apply" else None)
         else:
             count = bare_loop(state, concurrency, "put" if args.method == "bare" else args.method)
         elapsed = time.perf_counter() - started
-    print(json.dumps({"objects": count, "seconds": elapsed, "rss_mib": rss.growth_mib}))
+        used = resource.getrusage(resource.RUSAGE_SELF)
+    print(json.dumps({"objects": count, "seconds": elapsed, "rss_mib": rss.growth_mib,
+                      "client_cpu_seconds": used.ru_utime - cpu.ru_utime + used.ru_stime - cpu.ru_stime}))
 
 
 def measure(state, method, concurrency=1):
@@ -322,18 +336,23 @@ def seed(state, count):
         list(pool.map(create, range(count)))
 
 
-def timed(state, conns, method, concurrency, repeat):
-    """``repeat`` measurements in fresh children; the median by seconds, with the etcd revisions it moved."""
-    runs = []
+def interleaved(state, conns, methods, concurrency, repeat):
+    """``repeat`` rounds, each measuring every method once in a fresh child (the methods take turns, so that a change
+    in the machine's load during the run hits them alike); per method the median by seconds, with the etcd revisions
+    it moved and every run's seconds."""
+    runs = {method: [] for method in methods}
     for _round in range(repeat):
-        before = etcd_revision(conns)
-        result = measure(state, method, concurrency)
-        result["etcd_revisions"] = etcd_revision(conns) - before
-        runs.append(result)
-    runs.sort(key=lambda r: r["seconds"])
-    chosen = dict(runs[len(runs) // 2])
-    if repeat > 1:
-        chosen["all_seconds"] = [round(r["seconds"], 3) for r in runs]
+        for method in methods:
+            before = etcd_revision(conns)
+            result = measure(state, method, concurrency)
+            result["etcd_revisions"] = etcd_revision(conns) - before
+            runs[method].append(result)
+    chosen = {}
+    for method, results in runs.items():
+        ordered = sorted(results, key=lambda r: r["seconds"])
+        chosen[method] = dict(ordered[len(ordered) // 2])
+        if repeat > 1:
+            chosen[method]["all_seconds"] = [round(r["seconds"], 3) for r in results]
     return chosen
 
 
@@ -365,18 +384,17 @@ def part_one(args, workdir, plane_cls, results):
         conns = Connections(state)
         rows = results["rows"]
         for concurrency in args.concurrency:
-            methods = ["bare"] + ([] if args.skip_module else ["module"]) + ([] if args.skip_ansible else ["ansible"])
-            for method in methods:
-                result = timed(state, conns, method, concurrency, args.repeat)
+            methods = (["bare"] + ([] if args.skip_module else ["module", "module-apply"])
+                       + ([] if args.skip_ansible else ["ansible", "ansible-apply"]))
+            for method, result in interleaved(state, conns, methods, concurrency, args.repeat).items():
                 rows.append(dict(result, part="migrate", method=method, concurrency=concurrency, baseline="bare"))
                 print(json.dumps(rows[-1]), flush=True)
         if not args.skip_ansible:
-            result = timed(state, conns, "ansible-noop", 1, args.repeat)
-            rows.append(dict(result, part="migrate", method="ansible-noop", concurrency=1, baseline="bare"))
-            print(json.dumps(rows[-1]), flush=True)
+            for method, result in interleaved(state, conns, ["ansible-noop", "ansible-check"], 1, args.repeat).items():
+                rows.append(dict(result, part="migrate", method=method, concurrency=1, baseline="bare"))
+                print(json.dumps(rows[-1]), flush=True)
         if not args.skip_rewrites:
-            for method in ("put", "merge", "apply", "put-changed"):
-                result = timed(state, conns, method, 1, args.repeat)
+            for method, result in interleaved(state, conns, ["put", "merge", "apply", "put-changed"], 1, args.repeat).items():
                 rows.append(dict(result, part="rewrite", method=method, concurrency=1, baseline="put"))
                 print(json.dumps(rows[-1]), flush=True)
     finally:
@@ -417,6 +435,7 @@ def fmt(value, pattern):
 
 def print_tables(results):
     rows = results["rows"]
+    fixed = next((row["seconds"] for row in rows if row["method"] == "ansible-check"), None)
     base = {}
     for row in rows:
         if row["method"] in ("bare", "put"):
@@ -434,10 +453,15 @@ def print_tables(results):
             ref_rate = ref["objects"] / ref["seconds"] if ref and ref["seconds"] else None
             rss = row.get("rss_mib")
             rss_ratio = rss / ref["rss_mib"] if rss is not None and ref and ref.get("rss_mib") else None
-            ratio = rate / ref_rate if ref_rate and row["method"] != "ansible-noop" else None
+            ratio = rate / ref_rate if ref_rate and row["method"] not in ("ansible-noop", "ansible-check") else None
             notes = []
-            if row.get("module_seconds") is not None and row["method"] == "ansible":
+            if row.get("module_seconds") is not None and row["method"] in ("ansible", "ansible-apply"):
                 notes.append(f"module's own line: {row['module_seconds']:.1f} s")
+            if row["method"] in ("ansible", "ansible-apply") and fixed and ref_rate and row["seconds"] > fixed:
+                notes.append(f"{row['objects'] / (row['seconds'] - fixed) / ref_rate:.2f}× without the fixed "
+                             f"{fixed:.2f} s of ansible-check")
+            if row.get("client_cpu_seconds") is not None:
+                notes.append(f"client CPU {row['client_cpu_seconds']:.2f} s")
             if row.get("max_process_rss_mib"):
                 notes.append(f"largest process {row['max_process_rss_mib']:.0f} MiB RSS")
             if row.get("all_seconds"):
@@ -470,7 +494,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--objects", type=int, default=5000, help="ConfigMaps created in namespace bench")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--repeat", type=int, default=3, help="measurements per row, each in a fresh child (the median is shown)")
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="rounds: each measures every method of a table once, in a fresh child (the median is shown)")
     parser.add_argument("--skip-module", action="store_true", help="no in-process ClientMigrator rows")
     parser.add_argument("--skip-ansible", action="store_true", help="no ansible-playbook storage_migration rows")
     parser.add_argument("--skip-rewrites", action="store_true", help="no put/merge/apply rows")

@@ -20,16 +20,20 @@ description:
     in-tree C(storagemigration.k8s.io) API (v1, v1beta1 or v1alpha1, whichever the cluster serves, newest first), or
     kube-storage-version-migrator (C(migration.k8s.io/v1alpha1), when its CRDs are installed). Up to
     O(parallel_resources) resources migrate at the same time."
-  - "The client-side migrator lists object metadata only, in chunks (C(limit)/C(continue),
-    C(as=PartialObjectMetadataList)), and writes each object back with a server-side apply patch carrying only its
-    identity and its C(uid) and C(resourceVersion) as preconditions (like the in-tree controller): the apiserver
-    re-encodes it in the current storage version and changes nothing else; a changed object gets 409 and a deleted one
-    is never re-created. 409 and 404 count as done. Expired list tokens (410) continue from the server's fallback
-    token. 429, 5xx, timeouts and dropped connections are retried within a time budget (up to 40 attempts within 90
-    seconds, never past O(timeout)), honouring C(Retry-After) with jitter. An object that is refused (an admission
-    policy, validation, RBAC) or keeps failing is reported by name and the resource goes on, up to O(max_failures)
-    objects; a resource with any failed object is not recorded as migrated. A decode failure on LIST (an object stored
-    in a version the apiserver cannot read) stops the resource with what, where and what to do."
+  - "The client-side migrator lists the objects in chunks (C(limit)/C(continue)) and writes each one back, so that the
+    apiserver re-encodes it in the current storage version and changes nothing else. With O(write=put) (the default,
+    as kube-storage-version-migrator does) it lists whole objects and PUTs each one back exactly as read; with
+    O(write=apply) it lists object metadata only (C(as=PartialObjectMetadataList)) and sends a server-side apply
+    carrying only the object's identity. Either way the object's C(uid) and C(resourceVersion) as read are the
+    preconditions: an object changed, or deleted, since it was read gets 409 (a real apiserver checks the C(uid) first,
+    so a deleted object is never re-created, not even of a resource that allows create-on-update such as Leases), and
+    an object listed without them is not written but reported as failed. 409 and 404 count as done. Expired list
+    tokens (410) continue from the server's fallback token. 429, 5xx, timeouts and dropped connections are retried
+    within a time budget (up to 40 attempts within 90 seconds, never past O(timeout)), honouring C(Retry-After) with
+    jitter. An object that is refused (an admission policy, validation, RBAC) or keeps failing is reported by name and
+    the resource goes on, up to O(max_failures) objects; a resource with any failed object is not recorded as
+    migrated. A decode failure on LIST (an object stored in a version the apiserver cannot read) stops the resource
+    with what, where and what to do."
   - "The client-side migrator saves a checkpoint after each finished chunk in O(checkpoint_dir), with the run's
     identity, the storage hash and the time. A checkpoint for another hash or older than the apiserver's
     continue-token lifetime (5 minutes) is discarded with a message. A run that resumed from a checkpoint ends with a
@@ -145,9 +149,26 @@ options:
     type: float
     default: 0
   chunk_size:
-    description: Objects per LIST chunk (C(limit)) of the client-side migrator.
+    description:
+      - Objects per LIST chunk (C(limit)) of the client-side migrator; the module holds at most two chunks in memory.
+      - With O(write=put) the chunks hold whole objects, so they are also kept near 16 MiB - the first LIST asks for at
+        most 50 objects, the following ones for as many as fit (never more than O(chunk_size)).
     type: int
     default: 500
+  write:
+    description:
+      - How the client-side migrator writes each object back (the cluster-side backends ignore it).
+      - V(put) lists whole objects and PUTs each one back exactly as read, with its C(uid) and C(resourceVersion) as
+        preconditions. It is what kube-storage-version-migrator does, and the cheapest write a real kube-apiserver serves
+        for an unchanged object. Needs C(update) on the migrated resources. When RBAC forbids the PUT (the apiserver's
+        authorizer says C(cannot update resource)) the resource goes on with V(apply), with a warning and
+        C(progress.write_fallback) saying so.
+      - V(apply) lists object metadata only and sends a server-side apply carrying only the object's identity and the
+        same preconditions (like the in-tree controller). Needs C(patch). Lists fewer bytes (only metadata), so prefer
+        it for resources with very large objects on a host short of memory.
+    type: str
+    choices: [put, apply]
+    default: put
   update_records:
     description:
       - After success, set the resource's StorageState C(persistedStorageVersionHashes) to C([current]), installing the
@@ -201,9 +222,9 @@ options:
         O(kubeupgrade.storage.storage_version_audit#module:target_release) (or
         O(kubeupgrade.storage.storage_version_audit#module:readable_versions)) and
         O(kubeupgrade.storage.storage_version_audit#module:names_limit=-1). Only the objects it lists (stored in a
-        version its target cannot decode) are rewritten, each with one GET (for its C(uid) and C(resourceVersion))
-        and the same minimal write as the full migration; a resource without listed objects costs no request, and
-        with none listed at all the task makes no request. O(resources) narrows it further.
+        version its target cannot decode) are rewritten, each with one GET (the whole object for O(write=put), its
+        metadata for O(write=apply)) and the same write as the full migration; a resource without listed objects
+        costs no request, and with none listed at all the task makes no request. O(resources) narrows it further.
       - Refused, naming the resources, when the audit listed only the first names of some resource (its
         O(kubeupgrade.storage.storage_version_audit#module:names_limit) cut the list), or was not judged against a
         target. Client-side only (O(backend=client) or V(auto)); not with O(select=from_check) or V(from_records).
@@ -223,11 +244,11 @@ attributes:
     description: Object contents never change, so there is no diff.
     support: none
 notes:
-  - "RBAC: see the collection's C(rbac/) ClusterRoles (C(kubeupgrade-storage-migrate)): C(list) and C(patch) on the
-    migrated resources (client-side), C(create), C(get) and C(delete) on C(storageversionmigrations) (in-tree or sigs),
-    C(get), C(list), C(create), C(update) on C(storagestates) and C(storagestates/status), C(get) on
-    C(customresourcedefinitions) and C(update) on C(customresourcedefinitions/status), and C(get), C(create),
-    C(update) on C(leases) in C(kube-system)."
+  - "RBAC: see the collection's C(rbac/) ClusterRoles (C(kubeupgrade-storage-migrate)): C(list) and C(update) (or
+    C(patch) with O(write=apply)) on the migrated resources (client-side), and C(get) for O(objects_from_audit);
+    C(create), C(get) and C(delete) on C(storageversionmigrations) (in-tree or sigs), C(get), C(list), C(create),
+    C(update) on C(storagestates) and C(storagestates/status), C(get) on C(customresourcedefinitions) and C(update)
+    on C(customresourcedefinitions/status), and C(get), C(create), C(update) on C(leases) in C(kube-system)."
 seealso:
   - module: kubeupgrade.storage.storage_version_check
   - module: kubeupgrade.storage.storage_version_agreement
@@ -267,6 +288,11 @@ EXAMPLES = r"""
 - name: Rewrite only those objects
   kubeupgrade.storage.storage_migration:
     objects_from_audit: "{{ audit }}"
+
+- name: Migrate large Secrets listing metadata only, with the identity-only server-side apply
+  kubeupgrade.storage.storage_migration:
+    resources: [secrets]
+    write: apply
 
 - name: Only report what would be migrated
   kubeupgrade.storage.storage_migration:
@@ -343,8 +369,11 @@ migrations:
       type: int
       sample: 0
     progress:
-      description: Client-side counters (objects_written, conflicts, gone, failed, chunks, retries, expired_tokens,
-        list_restarts, resumed, verification_pass, checkpoint_discarded).
+      description:
+        - Client-side counters (objects_written, conflicts, gone, failed, chunks, retries, expired_tokens,
+          list_restarts, resumed, verification_pass, checkpoint_discarded).
+        - C(write) is the write used (V(put) or V(apply)); C(write_fallback) says why a V(put) migration went on with
+          V(apply) (RBAC forbids C(update)), empty otherwise.
       type: dict
     record:
       description: What happened to the StorageState record.
@@ -392,7 +421,7 @@ backend:
   sample: {"backend": "intree", "api_version": "storagemigration.k8s.io/v1", "reason": "the cluster serves ..."}
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator, plan, runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 
@@ -413,6 +442,7 @@ def argument_spec() -> dict:
         "parallel_resources": {"type": "int", "default": 4},
         "qps": {"type": "float", "default": 0.0},
         "chunk_size": {"type": "int", "default": 500},
+        "write": {"type": "str", "choices": list(migrator.WRITES), "default": migrator.WRITE_PUT},
         "max_failures": {"type": "int", "default": 10},
         "update_records": {"type": "bool", "default": True},
         "refresh_records": {"type": "bool", "default": False},

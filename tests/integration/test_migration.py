@@ -168,25 +168,28 @@ def test_refresh_records_gives_an_unrecorded_resource_a_record_so_from_records_m
 
 # -- faults on the client-side migrator ----------------------------------------------------------------------
 
-FAULTS = [
-    ("status", {"code": 429, "retry_after": 1, "count": 3, "method": "PATCH"}),
-    ("status", {"code": 500, "count": 3, "method": "PATCH"}),
+FAULTS = [  # method WRITE: the write under test (PUT for write: put, PATCH for write: apply)
+    ("status", {"code": 429, "retry_after": 1, "count": 3, "method": "WRITE"}),
+    ("status", {"code": 500, "count": 3, "method": "WRITE"}),
     ("status", {"code": 503, "count": 3, "method": "GET", "path_regex": "^/api/v1/configmaps$"}),
     ("status", {"code": 429, "retry_after": 1, "count": 2, "method": "GET", "path_regex": "^/api/v1/configmaps$"}),
-    ("drop", {"count": 3, "method": "PATCH"}),
+    ("drop", {"count": 3, "method": "WRITE"}),
     ("drop", {"count": 2, "method": "GET", "path_regex": "^/api/v1/configmaps$"}),
     ("slow", {"delay": 0.3, "count": 5}),
     ("restart_during_list", {"after_chunks": 1, "count": 1}),
 ]
 
 
+@pytest.mark.parametrize("write", ["put", "apply"])
 @pytest.mark.parametrize("kind,params", FAULTS, ids=[f"{k}-{p.get('code', '')}-{p.get('method', '')}" for k, p in FAULTS])
-def test_client_migrator_survives_fault_and_loses_nothing(plane, capsys, kind, params):
+def test_client_migrator_survives_fault_and_loses_nothing(plane, capsys, kind, params, write):
     put_configmaps(plane, 40, version="v1")
     before = snapshot(plane, "configmaps")
+    if params.get("method") == "WRITE":
+        params = dict(params, method="PUT" if write == "put" else "PATCH")
     plane.admin.fault(kind, **params)
     failed, result = run(plane, capsys, resources=["configmaps"], backend="client", chunk_size=10, concurrency=4,
-                         request_timeout=5)
+                         request_timeout=5, write=write)
     assert not failed, result
     after = snapshot(plane, "configmaps")
     assert contents(after) == contents(before)
@@ -299,7 +302,7 @@ def test_gate_stops_a_running_migration_when_an_endpoint_is_switched_back(contro
     for i in range(80):
         plane.admin.put_raw(LEASECANDIDATES, "kube-system", f"candidate-{i:03d}", "coordination.k8s.io/v1alpha2",
                             _candidate(i))
-    plane.admin.fault("slow", delay=0.1, method="PATCH")
+    plane.admin.fault("slow", delay=0.1, method="PUT", path_regex="/leasecandidates/")
     switch = threading.Timer(1.0, plane.admin.set_release, args=(2, "1.31"))
     switch.start()
     started = time.monotonic()
@@ -350,7 +353,7 @@ def test_tiny_qps_and_a_short_timeout_end_at_the_deadline(plane, capsys):
 def test_a_storm_of_twenty_429_with_retry_after_is_ridden_out(plane, capsys):
     put_configmaps(plane, 20, version="v1")
     before = snapshot(plane, "configmaps")
-    plane.admin.fault("status", code=429, retry_after=1, count=20, method="PATCH")
+    plane.admin.fault("status", code=429, retry_after=1, count=20, method="PUT", path_regex="/configmaps/")
     failed, result = run(plane, capsys, resources=["configmaps"], backend="client", chunk_size=50, concurrency=1,
                          timeout=120)
     assert not failed, result["msg"]

@@ -148,7 +148,7 @@ def test_losing_one_resources_lease_stops_that_resource_only_naming_its_lease(pl
     put_configmaps(plane, 60)
     for i in range(40):
         plane.admin.put_raw(WIDGETS, "demo", f"w-{i:04d}", "example.com/v1alpha1", {"spec": {"size": i}})
-    plane.admin.fault("slow", delay=0.15, method="PATCH")  # configmaps writes for ~9 s, widgets for ~7 s
+    plane.admin.fault("slow", delay=0.15, method="PUT", path_regex="/(configmaps|widgets)/")  # ~9 s and ~7 s of writes
     plane.admin.fault("status", code=503, method="PUT", path_regex=f"^{re.escape(lease_path('configmaps'))}$")
     failed, result = run(plane, capsys, resources=["configmaps", WIDGETS], backend="client", concurrency=1,
                          chunk_size=5, lock_duration=5, timeout=60)

@@ -107,7 +107,7 @@ def test_a_checkpoint_from_an_earlier_run_never_leaves_an_object_behind(plane, c
 def test_an_apiserver_restart_in_the_middle_of_a_chunk_is_ridden_out_and_verified(plane, capsys):
     put_widgets(plane, 60)
     before = snapshot(plane, WIDGETS)
-    plane.admin.fault("slow", delay=0.05, method="PATCH")  # a chunk of 30 takes ~0.4 s at concurrency 4
+    plane.admin.fault("slow", delay=0.05, method="PUT", path_regex="/widgets/")  # a chunk of 30: ~0.4 s at concurrency 4
 
     def restart_every_apiserver():
         for index in range(3):
@@ -153,16 +153,17 @@ def _lease_holders(plane, name, stop, seen):
         stop.wait(0.05)
 
 
-def _patches(plane, resource="widgets") -> int:
-    return sum(e["count"] for e in plane.admin._call("audit") if e["verb"] == "patch" and e["resource"] == resource)
+def _writes(plane, resource="widgets") -> int:
+    """Object writes the simulator's audit counted: PUT (update, the default write) and PATCH (apply)."""
+    return sum(e["count"] for e in plane.admin._call("audit") if e["verb"] in ("update", "patch") and e["resource"] == resource)
 
 
 def test_two_runs_started_together_take_turns_through_the_lease(plane, capsys, tmp_path):
     """The second run waits for the Lease, then reads the record the first left: every object is written once."""
     put_widgets(plane, 25)
     before = snapshot(plane, WIDGETS)
-    patches_before = _patches(plane)
-    plane.admin.fault("slow", delay=0.1, method="PATCH")  # each run writes for ~2.5 s at concurrency 1
+    writes_before = _writes(plane)
+    plane.admin.fault("slow", delay=0.1, method="PUT", path_regex="/widgets/")  # each run writes ~2.5 s at concurrency 1
     stop, holders = threading.Event(), []
     sampler = threading.Thread(target=_lease_holders,
                                args=(plane, "kubeupgrade-storage-migration-widgets.example.com", stop, holders))
@@ -186,7 +187,7 @@ def test_two_runs_started_together_take_turns_through_the_lease(plane, capsys, t
     reason = {s["resource"]: s["reason"] for s in second["skipped_resources"]}[WIDGETS]
     assert "waited for its Lease" in reason and first["migrations"][0]["storage_hash"] in reason, reason
     assert second["msg"] == f"Skipped {WIDGETS}: another run migrated and recorded it meanwhile.", second["msg"]
-    assert _patches(plane) - patches_before == len(before)  # every object written once, by the first run
+    assert _writes(plane) - writes_before == len(before)  # every object written once, by the first run
     assert elapsed < 40 + 5
     after = snapshot(plane, WIDGETS)
     assert encodings(after) == {NEW: len(before)}
@@ -209,7 +210,7 @@ def _wait_for(predicate, timeout, interval=0.1):
 def test_the_module_stops_on_its_own_when_the_playbook_is_killed(plane, tmp_path):
     put_widgets(plane, 120)
     before = snapshot(plane, WIDGETS)
-    plane.admin.fault("slow", delay=0.1, method="PATCH")  # ~12 s of writes at concurrency 1: killed long before
+    plane.admin.fault("slow", delay=0.1, method="PUT", path_regex="/widgets/")  # ~12 s of writes at concurrency 1
     playbook = tmp_path / "migrate.yml"
     playbook.write_text(f"""
 - hosts: localhost

@@ -308,6 +308,38 @@ def test_apply_with_preconditions_as_the_migrator_sends_it(api):
     assert message.endswith("the object has been modified; please apply your changes to the latest version and try again")
 
 
+@on_both()
+def test_put_as_read_as_the_migrator_sends_it(api):
+    """The whole object as listed, PUT back (migrator.put_body): its metadata.uid is a precondition checked first.
+
+    Unchanged → 200 and the same resourceVersion (a no-op write); changed since → 409 "the object has been
+    modified"; deleted → 409 Conflict "Precondition failed: UID in precondition" (never a create, never a 404);
+    deleted and created again → the same 409 (the uid is checked before the resourceVersion).
+    """
+    name = unique("put")
+    api.ok("POST", COLLECTION, configmap(name))
+    listed = next(i for i in api.ok("GET", f"{COLLECTION}?limit=500")["items"] if i["metadata"]["name"] == name)
+    listed.update(apiVersion="v1", kind="ConfigMap")
+    meta = listed["metadata"]
+    path = f"{COLLECTION}/{name}?fieldManager=kubeupgrade-contract"
+    written = api.ok("PUT", path, listed)
+    assert written["metadata"]["resourceVersion"] == meta["resourceVersion"] and written["data"] == {"k": "v"}
+    api.ok("PATCH", f"{COLLECTION}/{name}", {"data": {"k": "w"}}, content_type=MERGE_PATCH)
+    message = failure(api("PUT", path, listed), 409, "Conflict")
+    assert message.endswith("the object has been modified; please apply your changes to the latest version and try again")
+    assert api.ok("GET", f"{COLLECTION}/{name}")["data"] == {"k": "w"}  # not overwritten
+    api.ok("DELETE", f"{COLLECTION}/{name}")
+    message = failure(api("PUT", path, listed), 409, "Conflict")
+    assert message.startswith(f'Operation cannot be fulfilled on configmaps "{name}": StorageError: invalid object')
+    assert f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: " in message
+    assert api("GET", f"{COLLECTION}/{name}")[0] == 404  # not re-created
+    again = api.ok("POST", COLLECTION, configmap(name))
+    message = failure(api("PUT", path, listed), 409, "Conflict")
+    assert message.endswith(f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: "
+                            f"{again['metadata']['uid']}")
+    assert api.ok("GET", f"{COLLECTION}/{name}")["metadata"]["uid"] == again["metadata"]["uid"]
+
+
 # --- LIST ----------------------------------------------------------------------------------------------------
 
 

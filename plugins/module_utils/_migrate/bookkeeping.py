@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.migrator import MIGRATION_RETRY
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
@@ -71,9 +72,22 @@ def _crd_wait(client) -> storage_state_io.CrdWait:
     return storage_state_io.CrdWait(timeout=timeout, clock=timing.clock, sleep=timing.sleep)
 
 
+def _wait_until_served(client) -> None:
+    """The StorageState records answer (the CRD was just installed, by this run's other resource or by another run):
+    a CRD is Established a moment before every apiserver serves it, and a write in between is a 404."""
+    wait = _crd_wait(client)
+    try:
+        poll_until(lambda: client.get_or_none(storage_state_io.STATES_PATH, query={"limit": 1}), lambda page: page is not None,
+                   wait.timeout, wait.interval, wait.clock, wait.sleep)
+    except PollTimeout:
+        raise KubeUpgradeError(f"the StorageState CRD {storage_state_io.CRD_NAME} is installed, but its records were not "
+                               f"served within {wait.timeout:g}s; check the apiserver logs and re-run") from None
+
+
 def mark_migrated(client, resource: str, current_hash: str) -> str:
     """StorageState persisted := [current]. A migration is the one moment a record can say [current], so a missing
-    StorageState CRD is installed first (as a refresh does) rather than the result going unrecorded."""
+    StorageState CRD is installed first (as a refresh does) rather than the result going unrecorded. Resources
+    migrated in parallel may find it missing together: one installs it, the others wait until it is served."""
     for attempt in (1, 2):
         try:
             return storage_state_io.mark_migrated(client, resource, current_hash).action
@@ -83,10 +97,11 @@ def mark_migrated(client, resource: str, current_hash: str) -> str:
             try:
                 if not storage_state_io.crd_installed(client):
                     storage_state_io.ensure_crd(client, install=True, check_mode=False, wait=_crd_wait(client))
-                    continue
+                _wait_until_served(client)
+                continue
             except ApiError as error:
                 failure = error
-            except KubeUpgradeError as error:  # installed, but never Established
+            except KubeUpgradeError as error:  # installed, but never Established or served
                 raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated: "
                                      f"{error}", details={"resource": resource}) from None
         raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated "

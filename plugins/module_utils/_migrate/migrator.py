@@ -1,24 +1,40 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The client-side storage migrator: works on any cluster, needs only ``list`` and ``patch``.
+"""The client-side storage migrator: works on any cluster, needs only ``list`` and ``update`` (or ``patch``).
 
-As kube-storage-version-migrator's ``pkg/migrator`` core loop: every object of a resource is listed
-in chunks (``limit``/``continue``, metadata only: ``as=PartialObjectMetadataList``) and written back
-with the smallest request that makes the apiserver re-encode it in the current storage version, a
-server-side apply carrying only identity and ``metadata.uid``/``metadata.resourceVersion`` as
-preconditions (like the in-tree controller). A 409 means someone rewrote it after we read it (done),
-a 404 that it is gone (done: the uid precondition never re-creates it).
+As kube-storage-version-migrator's ``pkg/migrator`` core loop: every object of a resource is listed in
+chunks (``limit``/``continue``) and written back, which makes the apiserver re-encode it in the current
+storage version. Two writes (``ClientOptions.write``):
+
+- ``put`` (the default, as kube-storage-version-migrator): LIST full objects and PUT each object back
+  exactly as read. Its ``metadata.uid`` and ``metadata.resourceVersion`` are the preconditions: an object
+  changed since it was read gets 409, and so does one deleted (and one deleted and created again), because
+  the uid no longer matches: a real apiserver answers 409 ``Precondition failed: UID in precondition``
+  even for resources that allow create-on-update (Leases, Endpoints, Events, LimitRanges). An item
+  without a uid or resourceVersion is never written (without the uid such a PUT re-creates a deleted
+  Lease): it is a failed object. The cheapest write a real apiserver serves for an unchanged object.
+- ``apply``: LIST metadata only (``as=PartialObjectMetadataList``) and send a server-side apply carrying
+  only identity and ``metadata.uid``/``metadata.resourceVersion`` as preconditions (like the in-tree
+  controller). Needs ``patch`` instead of ``update``; a ``put`` migration whose PUT RBAC forbids (``cannot
+  update resource``) goes on with ``apply`` for that resource (``progress.write_fallback`` says why).
+
+Either way the content of an object never changes: the apiserver finds it unchanged (only its storage
+encoding may differ), and nothing is ever re-created. A 409 means someone rewrote or deleted it after we
+read it (done: that write stored it in the current version, or it is gone), a 404 that it is gone (done).
 
 Transient failures are retried within a time budget, honouring ``Retry-After``. An object that is
 refused (admission, validation, RBAC) or keeps failing is recorded by name and the resource goes on,
 until more than ``max_failures`` objects failed. A decode failure on LIST stops the resource (every
-LIST covering the object fails). Nothing waits past the task's deadline: not the rate limiter, not a
-retry, not a request. After each finished chunk a checkpoint is saved through a ``CheckpointStore``.
-Memory holds at most two chunks, whatever the number of objects.
+LIST covering the object fails), naming the namespaces it is in. Nothing waits past the task's deadline:
+not the rate limiter, not a retry, not a request. After each finished chunk a checkpoint is saved
+through a ``CheckpointStore``. Memory holds at most two chunks (the one being written and the next,
+listed meanwhile), whatever the number of objects; with ``put`` a chunk also stays near ``chunk_bytes``:
+the first LIST asks for at most ``FIRST_CHUNK`` objects, the next ones for as many as fit.
 """
 
 from __future__ import annotations
 
 import functools
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -49,6 +65,15 @@ FIELD_MANAGER = "kubeupgrade-storage-migrator"
 METADATA_OBJECT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,application/json"
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 APPLY_PATCH = "application/apply-patch+yaml"
+FULL_JSON = "application/json"
+WRITE_PUT = "put"
+WRITE_APPLY = "apply"
+WRITES = (WRITE_PUT, WRITE_APPLY)
+FIELD_MANAGER_QUERY = {"fieldManager": FIELD_MANAGER}
+# With write: put every chunk holds whole objects (a Secret may be 1 MiB): the first LIST asks for at most
+# FIRST_CHUNK objects, the following ones for as many as the previous chunk's bytes per object fit in chunk_bytes.
+FIRST_CHUNK = 50
+CHUNK_BYTES = 16 * 1024 * 1024
 MAX_LIST_RESTARTS = 3
 MAX_EXPIRED_TOKENS = 20
 MAX_NAMESPACE_PROBES = 500
@@ -103,7 +128,8 @@ class ClientOptions:
     qps: float = 0.0
     max_failures: int = 10
     policy: RetryPolicy = field(default_factory=lambda: MIGRATION_RETRY)
-    metadata_only: bool = True
+    write: str = WRITE_PUT  # put: full objects PUT back as read; apply: metadata-only LIST, identity-only apply
+    chunk_bytes: int = CHUNK_BYTES  # write: put only: about this many bytes of objects per chunk
 
 
 @dataclass
@@ -144,6 +170,8 @@ class ClientProgress:
     verified: bool = False  # a full pass from the first object, by this run, without a failed object
     checkpoint: Optional[str] = None
     checkpoint_discarded: str = ""
+    write: str = ""  # the write used: put or apply (apply after a fallback)
+    write_fallback: str = ""  # why a put migration went on with apply (RBAC forbids update), empty otherwise
     failures: List[dict] = field(default_factory=list)
 
     @property
@@ -171,6 +199,27 @@ def apply_body(target: ResourceTarget, item: dict) -> dict:
     return {"apiVersion": target.api_version, "kind": target.kind, "metadata": metadata}
 
 
+def put_body(target: ResourceTarget, item: dict) -> bytes:
+    """The object exactly as read, as the body of its PUT. Items of a LIST of built-ins carry no apiVersion and
+    kind: they are the LIST's own (the version listed through), as kube-storage-version-migrator sets them."""
+    if not item.get("apiVersion"):
+        item["apiVersion"] = target.api_version
+    if not item.get("kind") and target.kind:
+        item["kind"] = target.kind
+    return json.dumps(item, separators=(",", ":")).encode("utf-8")
+
+
+def missing_preconditions(item: dict) -> str:
+    """What the object as read lacks to be written safely (its uid and resourceVersion), empty when nothing."""
+    meta = item.get("metadata") or {}
+    return " and ".join(key for key in ("uid", "resourceVersion") if not meta.get(key))
+
+
+def rbac_forbids(error: ApiError, verb: str) -> bool:
+    """The apiserver's authorizer refused ``verb`` (not an admission policy or webhook, which also answer 403)."""
+    return error.status == 403 and f"cannot {verb} resource" in (error.api_message or "")
+
+
 class ClientMigrator:
     """Rewrites every object of one resource through one apiserver (the connection's host)."""
 
@@ -185,7 +234,13 @@ class ClientMigrator:
         self.hooks = Hooks()
         self.sleep = time.sleep
         self.limiter = RateLimiter(self.options.qps, self.deadline, sleep=self.sleep)
-        self.progress = ClientProgress(resource=target.name)
+        if self.options.write not in WRITES:
+            raise ValueError(f"write must be one of {', '.join(WRITES)}, got {self.options.write!r}")
+        self.progress = ClientProgress(resource=target.name, write=self.options.write)
+        self._mode = self.options.write  # becomes apply when RBAC forbids the PUT (see _fall_back)
+        self._limit = max(1, int(self.options.chunk_size))
+        if self._mode == WRITE_PUT:
+            self._limit = min(self._limit, FIRST_CHUNK)
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._timed_out = threading.Event()  # a write gave up for the deadline: its chunk is not finished
@@ -226,12 +281,22 @@ class ClientMigrator:
     def _list_once(self, token: Optional[str]) -> dict:
         self.limiter.acquire()
         self.deadline.check(f"Migration of {self.target.name} timed out")
-        query = {"limit": self.options.chunk_size}
+        query = {"limit": self._limit}
         if token:
             query["continue"] = token
-        accept = METADATA_LIST if self.options.metadata_only else "application/json"
-        return self.client.request("GET", self.target.list_path, query=query, accept=accept,
-                                   timeout=self._request_timeout()).json()
+        full = self._mode == WRITE_PUT
+        response = self.client.request("GET", self.target.list_path, query=query,
+                                       accept=FULL_JSON if full else METADATA_LIST, timeout=self._request_timeout())
+        page = response.json()
+        if full:
+            self._fit_chunk(len(response.data or b""), len(page.get("items") or ()))
+        return page
+
+    def _fit_chunk(self, size: int, count: int) -> None:
+        """The next LIST's limit: as many objects as the last chunk's bytes per object fit in ``chunk_bytes``."""
+        if count:
+            fit = int(self.options.chunk_bytes * count // max(1, size))
+            self._limit = max(1, min(int(self.options.chunk_size), fit))
 
     def _list(self, token: Optional[str]) -> dict:
         """One chunk, surviving transient failures and expired tokens (410: server's fallback token, else restart)."""
@@ -304,10 +369,13 @@ class ClientMigrator:
         return found
 
     # -- writes ------------------------------------------------------------------------------------------------
-    def _send(self, path: str, body: dict) -> None:
+    def _send(self, mode: str, path: str, body) -> None:
         self.limiter.acquire()
-        self.client.request("PATCH", path, body=body, content_type=APPLY_PATCH,
-                            query={"fieldManager": FIELD_MANAGER}, timeout=self._request_timeout())
+        if mode == WRITE_PUT:
+            self.client.request("PUT", path, body=body, query=FIELD_MANAGER_QUERY, timeout=self._request_timeout())
+        else:
+            self.client.request("PATCH", path, body=body, content_type=APPLY_PATCH, query=FIELD_MANAGER_QUERY,
+                                timeout=self._request_timeout())
 
     def _count(self, counter: str) -> None:
         with self._lock:
@@ -318,10 +386,16 @@ class ClientMigrator:
         if self._stop.is_set():
             return
         meta = item.get("metadata") or {}
+        missing = missing_preconditions(item)
+        if missing:
+            self._failed(item, None, "NoPreconditions", f"the object as listed has no metadata.{missing}",
+                         "not written: without its uid and resourceVersion a write could re-create a deleted object")
+            return
         path = self.target.object_path(meta.get("namespace"), meta.get("name"))
-        body = apply_body(self.target, item)
+        mode = self._mode
+        body = put_body(self.target, item) if mode == WRITE_PUT else apply_body(self.target, item)
         try:
-            self._call(functools.partial(self._send, path, body))
+            self._call(functools.partial(self._send, mode, path, body))
         except DeadlineExceeded:
             self._timed_out.set()
             self._stop.set()
@@ -330,21 +404,41 @@ class ClientMigrator:
             if error.status in (409, 404):
                 self._count("conflicts" if error.status == 409 else "gone")
                 return
+            if mode == WRITE_PUT and rbac_forbids(error, "update"):
+                self._fall_back(error)
+                self._write(item)
+                return
             self._record_failure(error, item)
             return
         self._count("objects_written")
 
+    def _fall_back(self, error: ApiError) -> None:
+        """RBAC forbids the PUT: go on with the identity-only apply (``patch``), and say so in the progress."""
+        with self._lock:
+            if self._mode == WRITE_APPLY:
+                return
+            self._mode = WRITE_APPLY
+            self._limit = max(1, int(self.options.chunk_size))  # metadata-only chunks from now on
+            self.progress.write = WRITE_APPLY
+            self.progress.write_fallback = (
+                f"RBAC forbids update on {self.target.name} ({(error.api_message or str(error))[:300]}): written with "
+                "the identity-only apply (patch) instead. Grant update (the collection's rbac/migrate.yaml) for the "
+                "cheaper PUT, or set write: apply.")
+
     def _record_failure(self, error: ApiError, item: dict) -> None:
-        label = _object_label(self.target, item)
         if is_decode_failure(error.status, error.api_message):
             why = "stored in a version this apiserver cannot decode; restore it with a release that can, or delete its etcd key"
         elif isinstance(error, EndpointUnreachable) or error.status in self.options.policy.retry_statuses:
             why = f"still failing after retrying ({retry_bound(self.options.policy)})"
         else:
+            verb = "update" if self._mode == WRITE_PUT else "patch"
             why = ("refused by the apiserver (an admission policy or webhook denying updates, a validation error, or "
-                   "RBAC without patch)")
-        entry = {"object": label, "status": error.status, "reason": error.reason,
-                 "message": (error.api_message or str(error))[:500], "why": why}
+                   f"RBAC without {verb})")
+        self._failed(item, error.status, error.reason, error.api_message or str(error), why)
+
+    def _failed(self, item: dict, status, reason, message: str, why: str) -> None:
+        entry = {"object": _object_label(self.target, item), "status": status, "reason": reason,
+                 "message": (message or "")[:500], "why": why}
         with self._lock:
             self.progress.failed += 1
             if len(self.progress.failures) < MAX_REPORTED_FAILURES:
@@ -450,8 +544,9 @@ class ClientMigrator:
 
 
 class ObjectListMigrator(ClientMigrator):
-    """Rewrites only named objects (an audit's list): a GET for the identity and preconditions, then the
-    same minimal write as the full loop. Requests are proportional to the names, never to the resource.
+    """Rewrites only named objects (an audit's list): a GET of each (the whole object for ``put``, its metadata
+    for ``apply``), then the same write as the full loop. Requests are proportional to the names, never to the
+    resource.
 
     ``progress.verified`` is True when every named object was rewritten, found rewritten by someone else
     (409) or gone (404): whether that makes the whole resource current is the caller's question.
@@ -459,7 +554,8 @@ class ObjectListMigrator(ClientMigrator):
 
     def _fetch_once(self, namespace: Optional[str], name: str) -> dict:
         self.limiter.acquire()
-        return self.client.request("GET", self.target.object_path(namespace, name), accept=METADATA_OBJECT,
+        accept = FULL_JSON if self._mode == WRITE_PUT else METADATA_OBJECT
+        return self.client.request("GET", self.target.object_path(namespace, name), accept=accept,
                                    timeout=self._request_timeout()).json()
 
     def _rewrite(self, label: str) -> None:

@@ -251,7 +251,7 @@ def _client_side(run: Run, name: str, entry: dict, crd: Optional[dict], should_s
     target = mig.ResourceTarget(GroupResource.parse(name), version, namespaced=observed.namespaced,
                                 kind=observed.kind, storage_hash=run.current[name])
     options = mig.ClientOptions(chunk_size=params["chunk_size"], concurrency=params["concurrency"], qps=params["qps"],
-                                max_failures=params["max_failures"])
+                                max_failures=params["max_failures"], write=params["write"])
     started = time.monotonic()
 
     def on_progress(progress) -> None:
@@ -271,6 +271,7 @@ def _client_side(run: Run, name: str, entry: dict, crd: Optional[dict], should_s
         progress = migrator.run()
     finally:
         _counters(entry, migrator.progress)
+        _warn_fallback(run, name, migrator.progress)
     entry["verified"] = progress.verified
     entry["status"] = plan.SUCCEEDED if progress.verified else FAILED
 
@@ -279,6 +280,11 @@ def _counters(entry: dict, counters) -> None:
     entry.update(objects_migrated=counters.objects_migrated, objects_remaining=counters.objects_remaining,
                  objects_failed=counters.failed, failed_objects=list(counters.failures),
                  progress=mig.progress_fields(counters))
+
+
+def _warn_fallback(run: Run, name: str, counters) -> None:
+    if counters.write_fallback:
+        run.mod.warn(f"{name}: {counters.write_fallback}")
 
 
 def _listed_objects(run: Run, name: str, entry: dict, migrator) -> None:
@@ -290,6 +296,7 @@ def _listed_objects(run: Run, name: str, entry: dict, migrator) -> None:
         progress = migrator.run_objects(names)
     finally:
         _counters(entry, migrator.progress)
+        _warn_fallback(run, name, migrator.progress)
     complete, why = plan.audit_listed_every_old_object(run.params["objects_from_audit"]["resources"].get(name),
                                                        run.current[name])
     entry["status"] = plan.SUCCEEDED if progress.verified else FAILED

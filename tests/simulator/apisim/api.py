@@ -493,6 +493,7 @@ class Api:
             raise errors.bad_request(
                 f"the name of the object ({meta['name']}) does not match the name on the URL ({name})")
         with self.store.lock:
+            self._check_put_uid(rtype, namespace, name, meta.get("uid"))
             entry = self._entry(rtype, namespace, name)
             self.server.check_admission(rtype, namespace, name)
             old = entry.obj
@@ -521,6 +522,21 @@ class Api:
             if "generation" in old["metadata"] and new.get("spec") != old.get("spec"):
                 new["metadata"]["generation"] = old["metadata"]["generation"] + 1
             return rtype.render(self._store(rtype, new, namespace, name))
+
+    def _check_put_uid(self, rtype, namespace, name, uid):
+        """A body's metadata.uid is a precondition checked before anything else, also against a missing object (so a
+        PUT of a deleted object is a 409, never a create or a 404), as the real storage layer's GuaranteedUpdate."""
+        if not uid:
+            return
+        existing = self.store.get(rtype.bucket, namespace, name)
+        current = existing.obj["metadata"].get("uid", "") if existing is not None else ""
+        if current == uid:
+            return
+        head = f"{rtype.group}/{rtype.resource}" if rtype.group else rtype.resource
+        key = f"/registry/{head}/" + (f"{namespace}/{name}" if namespace else name)
+        raise errors.conflict(rtype.group, rtype.resource, name,
+                              f"StorageError: invalid object, Code: 4, Key: {key}, ResourceVersion: 0, AdditionalErrorMsg: "
+                              f"Precondition failed: UID in precondition: {uid}, UID in object meta: {current}")
 
     def _admit_update(self, rtype, old, new, sub):
         if rtype.bucket == crds.CRD_BUCKET:

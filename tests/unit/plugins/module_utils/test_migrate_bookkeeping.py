@@ -314,6 +314,46 @@ def test_a_record_that_cannot_be_written_fails_naming_the_resource():
     assert "up to 40 attempts within 90s" in str(raised.value)
 
 
+class JustInstalled(Store):
+    """The StorageState CRD was installed a moment ago by another resource of the run: its records answer 404 (page
+    not found) until ``served_after`` polls of the collection have passed (None: never)."""
+
+    def __init__(self, served_after):
+        super().__init__()
+        self.put_object(storage_state_io.CRD_PATH, {"metadata": {"name": storage_state_io.CRD_NAME},
+                                                    "status": {"conditions": [{"type": "Established", "status": "True"}]}})
+        self.served_after = served_after
+
+    def _apply(self, method, path, body):
+        if path.startswith(storage_state_io.STATES_PATH):
+            served = self.served_after is not None and self.served_after <= 0
+            if method == "GET" and path == storage_state_io.STATES_PATH:
+                if not served:
+                    if self.served_after is not None:
+                        self.served_after -= 1
+                    raise api_error(404, "", method=method, path=path)
+                return {"items": []}
+            if not served:
+                raise api_error(404, "", method=method, path=path)
+        return super()._apply(method, path, body)
+
+
+def test_a_record_of_a_crd_installed_a_moment_ago_by_another_resource_waits_until_it_is_served():
+    store, fake = JustInstalled(served_after=3), FakeClock()
+    assert bookkeeping.mark_migrated(books(store, fake), WIDGETS, HASH) == "created"
+    assert store.objects[STATE]["status"]["persistedStorageVersionHashes"] == [HASH]
+    assert store.count("POST", bookkeeping.CRD_PATH) == 0  # installed by someone else: not installed again
+    assert store.count("GET", storage_state_io.STATES_PATH) == 4 and fake.now < 5
+
+
+def test_records_that_are_never_served_fail_naming_the_resource_and_the_crd():
+    store, fake = JustInstalled(served_after=None), FakeClock()
+    expected = f"{WIDGETS} was migrated, but its StorageState record could not be updated"
+    with pytest.raises(MigrationError, match=expected) as raised:
+        bookkeeping.mark_migrated(books(store, fake, deadline=300), WIDGETS, HASH)
+    assert "were not served within 60s" in str(raised.value) and fake.now <= 61
+
+
 def test_a_pruned_crd_whose_answer_was_lost_is_not_blamed_on_someone_else():
     store, fake = Store(), FakeClock()
     store.put_object(CRD, crd_object())

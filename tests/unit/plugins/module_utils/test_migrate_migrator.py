@@ -1,5 +1,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The client-side migrator against an in-memory fake apiserver: retries, 410, decode, denials, deadline, checkpoints."""
+"""The client-side migrator against an in-memory fake apiserver: retries, 410, decode, denials, deadline, checkpoints.
+
+Every test runs with both writes (``write_mode``): ``put`` (whole objects listed, each PUT back as read) and ``apply``
+(metadata listed, identity-only server-side apply). ``W()`` is the HTTP method of the write under test.
+"""
 
 import base64
 import copy
@@ -38,6 +42,22 @@ def _untoken(token):
     return json.loads(base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)))
 
 
+MODE = {"write": mig.WRITE_PUT}
+WRITE_METHODS = {mig.WRITE_PUT: "PUT", mig.WRITE_APPLY: "PATCH"}
+
+
+def W():
+    """The HTTP method of the write under test: PUT or PATCH."""
+    return WRITE_METHODS[MODE["write"]]
+
+
+@pytest.fixture(autouse=True, params=list(mig.WRITES))
+def write_mode(request):
+    MODE["write"] = request.param
+    yield request.param
+    MODE["write"] = mig.WRITE_PUT
+
+
 class Fault:
     def __init__(self, method, error, count=1, match=None):
         self.method, self.error, self.count, self.match = method, error, count, match
@@ -50,7 +70,9 @@ def api_error(status, message="boom", reason="", retry_after=None, body=None, me
 
 
 class FakeApiserver:
-    """Configmaps in memory: chunked LIST with continue tokens, PUT and apply with rv/uid preconditions."""
+    """Configmaps in memory: chunked LIST (whole objects, or metadata only for the PartialObjectMetadataList Accept)
+    with continue tokens; PUT and apply with uid/resourceVersion preconditions as a real apiserver checks them (the
+    uid first, also against a deleted object: 409)."""
 
     endpoint = ENDPOINT
 
@@ -64,6 +86,7 @@ class FakeApiserver:
         self.calls = []
         self.accepts = []
         self.writes = []
+        self.bodies = []
         self.deleted_after_list = set()
         self.modified_after_list = set()
         self.undecodable_namespaces = set()
@@ -93,10 +116,19 @@ class FakeApiserver:
         if error is not None:
             raise error
         if method == "GET":
-            return self._list(path, query)
+            return self._list(path, query, accept)
+        if isinstance(body, bytes):
+            body = json.loads(body)
         return self._write(method, path, body, content_type, query)
 
-    def _list(self, path, query):
+    @staticmethod
+    def _item(stored, full):
+        item = {"metadata": copy.deepcopy(stored["metadata"])}
+        if full:
+            item["data"] = copy.deepcopy(stored["data"])
+        return item
+
+    def _list(self, path, query, accept=None):
         if path == "/api/v1/namespaces":
             names = sorted({k.split("/")[0] for k in self.objects} | {"clean"})
             return _resp({"items": [{"metadata": {"name": n}} for n in names], "metadata": {}})
@@ -108,7 +140,8 @@ class FakeApiserver:
         keys = [k for k in keys if k >= start]
         limit = int(query.get("limit") or 0) or len(keys)
         page, rest = keys[:limit], keys[limit:]
-        items = [{"metadata": copy.deepcopy(self.objects[k]["metadata"])} for k in page]  # metadata only
+        full = "PartialObjectMetadataList" not in (accept or "")
+        items = [self._item(self.objects[k], full) for k in page]
         for key in page:
             if key in self.deleted_after_list:
                 del self.objects[key]
@@ -119,24 +152,33 @@ class FakeApiserver:
         if rest:
             metadata["continue"] = _token(self.rv, page[-1] + "\x00")
             metadata["remainingItemCount"] = len(rest)
-        return _resp({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1", "metadata": metadata,
-                      "items": items})
+        kind = "ConfigMapList" if full else "PartialObjectMetadataList"
+        return _resp({"kind": kind, "apiVersion": "v1" if full else "meta.k8s.io/v1", "metadata": metadata, "items": items})
 
     def _write(self, method, path, body, content_type, query):
         parts = path.split("/")
         key = f"{parts[4]}/{parts[6]}"
         current = self.objects.get(key)
         meta = body["metadata"]
+        if method == "PUT" and meta.get("uid") and (current is None or meta["uid"] != current["metadata"]["uid"]):
+            raise api_error(409, "StorageError: invalid object, Code: 4, AdditionalErrorMsg: Precondition failed: UID in "
+                                 "precondition", "Conflict", method=method, path=path)
         if current is None:
             raise api_error(404 if method == "PUT" else 409, "not found", "NotFound", method=method, path=path)
         if meta.get("resourceVersion") != current["metadata"]["resourceVersion"] or (
                 meta.get("uid") and meta["uid"] != current["metadata"]["uid"]):
             raise api_error(409, "the object has been modified", "Conflict", method=method, path=path)
-        assert content_type == "application/apply-patch+yaml"
         assert query["fieldManager"] == mig.FIELD_MANAGER
-        assert set(body) == {"apiVersion", "kind", "metadata"}  # identity and preconditions only
-        assert body["apiVersion"] == "v1" and body["kind"] == "ConfigMap"
+        if method == "PUT":
+            assert content_type in (None, "application/json")
+            # exactly the object as read: nothing added, nothing left out
+            assert body == {"apiVersion": "v1", "kind": "ConfigMap", **self._item(current, True)}, body
+        else:
+            assert content_type == "application/apply-patch+yaml"
+            assert set(body) == {"apiVersion", "kind", "metadata"}  # identity and preconditions only
+            assert body["apiVersion"] == "v1" and body["kind"] == "ConfigMap"
         self.writes.append(key)
+        self.bodies.append((method, body))
         current["encoded"] = "v1"
         return _resp({})
 
@@ -151,7 +193,7 @@ FAST = RetryPolicy(attempts=4, base_delay=0.01, max_delay=0.02)
 
 
 def migrator(server, sleeps=None, store=None, hooks=None, deadline=None, run_id="run-1", **kwargs):
-    options = {"chunk_size": 3, "concurrency": 1, "policy": FAST}
+    options = {"chunk_size": 3, "concurrency": 1, "policy": FAST, "write": MODE["write"]}
     options.update(kwargs)
     sleep = sleeps.append if sleeps is not None else (lambda _s: None)
     migrator = mig.ClientMigrator(server, TARGET, mig.ClientOptions(**options), mig.RunIdentity(run_id, ENDPOINT), store)
@@ -159,7 +201,7 @@ def migrator(server, sleeps=None, store=None, hooks=None, deadline=None, run_id=
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
-def test_every_object_rewritten_once_content_unchanged_listing_metadata_only(concurrency):
+def test_every_object_rewritten_once_content_unchanged(concurrency, write_mode):
     server = FakeApiserver(count=10)
     before = {k: copy.deepcopy(v["data"]) for k, v in server.objects.items()}
     progress = migrator(server, concurrency=concurrency).run()
@@ -167,10 +209,13 @@ def test_every_object_rewritten_once_content_unchanged_listing_metadata_only(con
     assert all(o["encoded"] == "v1" for o in server.objects.values())
     assert {k: v["data"] for k, v in server.objects.items()} == before
     assert progress.objects_written == 10 and progress.chunks == 4 and progress.objects_remaining == 0
-    assert progress.verified and not progress.resumed
+    assert progress.verified and not progress.resumed and progress.write == write_mode and not progress.write_fallback
     lists = [c for c in server.calls if c[0] == "GET"]
     assert all(c[2]["limit"] == 3 for c in lists) and len(lists) == 4
-    assert all("as=PartialObjectMetadataList" in (a or "") for (m, _p, _q), a in zip(server.calls, server.accepts) if m == "GET")
+    list_accepts = {a for (m, _p, _q), a in zip(server.calls, server.accepts) if m == "GET"}
+    # put: whole objects (each PUT back exactly as read, the fake checks it); apply: metadata only
+    assert list_accepts == ({"application/json"} if write_mode == mig.WRITE_PUT else {mig.METADATA_LIST})
+    assert {m for m, _b in server.bodies} == {W()}
 
 
 def test_conflict_and_gone_count_as_done_and_are_never_recreated():
@@ -183,10 +228,112 @@ def test_conflict_and_gone_count_as_done_and_are_never_recreated():
     assert progress.objects_migrated == 6 and progress.verified
 
 
+def test_an_object_changed_since_it_was_listed_is_not_overwritten():
+    server = FakeApiserver(count=6)
+    original = server._list
+
+    def list_then_change(path, query, accept=None):
+        page = original(path, query, accept)
+        if "a/cm-002" in server.objects and not query.get("continue"):
+            server.rv += 1
+            server.objects["a/cm-002"]["data"] = {"k": "changed by someone"}
+            server.objects["a/cm-002"]["metadata"]["resourceVersion"] = str(server.rv)
+        return page
+
+    server._list = list_then_change
+    progress = migrator(server).run()
+    assert server.objects["a/cm-002"]["data"] == {"k": "changed by someone"}  # the write as read got 409
+    assert progress.conflicts == 1 and progress.objects_written == 5 and progress.verified
+
+
+def test_an_object_listed_without_uid_or_resource_version_is_never_written():
+    server = FakeApiserver(count=4)
+    original = server._list
+
+    def without(path, query, accept=None):
+        response = original(path, query, accept)
+        page = json.loads(response.data)
+        for item in page["items"]:
+            if item["metadata"]["name"] == "cm-001":
+                del item["metadata"]["uid"]
+            if item["metadata"]["name"] == "cm-002":
+                del item["metadata"]["resourceVersion"]
+        return _resp(page)
+
+    server._list = without
+    progress = migrator(server).run()
+    assert sorted(server.writes) == ["a/cm-000", "b/cm-003"] and not progress.verified
+    assert [(f["object"], f["reason"]) for f in progress.failures] == [
+        ("configmaps a/cm-002", "NoPreconditions"), ("configmaps b/cm-001", "NoPreconditions")]
+    assert "re-create a deleted object" in progress.failures[0]["why"]
+    assert [f["message"] for f in progress.failures] == ["the object as listed has no metadata.resourceVersion",
+                                                         "the object as listed has no metadata.uid"]
+
+
+RBAC_DENIAL = ('configmaps "cm-000" is forbidden: User "system:serviceaccount:kube-system:migrator" cannot update resource '
+               '"configmaps" in API group "" in the namespace "a"')
+
+
+def test_put_forbidden_by_rbac_goes_on_with_apply_and_says_why(write_mode):
+    server = FakeApiserver(count=7)
+    server.fault("PUT", lambda: api_error(403, RBAC_DENIAL, "Forbidden", method="PUT"), count=100)
+    progress = migrator(server, concurrency=3).run()
+    assert progress.verified and progress.failed == 0 and progress.objects_written == 7
+    assert {m for m, _b in server.bodies} == {"PATCH"}  # every object written, by apply
+    assert progress.write == mig.WRITE_APPLY
+    if write_mode == mig.WRITE_PUT:
+        assert "RBAC forbids update on configmaps" in progress.write_fallback and "write: apply" in progress.write_fallback
+        assert len([c for c in server.calls if c[0] == "PUT"]) <= 3  # one refused PUT per writer at most
+        # the next LISTs are metadata only, and as large as chunk_size again
+        list_accepts = [a for (m, _p, _q), a in zip(server.calls, server.accepts) if m == "GET"]
+        assert list_accepts[0] == "application/json" and list_accepts[-1] == mig.METADATA_LIST
+    else:
+        assert not progress.write_fallback and not [c for c in server.calls if c[0] == "PUT"]
+
+
+def test_a_put_refused_by_an_admission_policy_is_a_failed_object_not_a_fallback(write_mode):
+    server = FakeApiserver(count=4)
+    denial = "admission webhook \"deny.example.com\" denied the request: frozen"
+    server.fault(W(), api_error(403, denial, "Forbidden", method=W()), match=lambda p, q: p.endswith("cm-001"))
+    progress = migrator(server).run()
+    assert progress.write == write_mode and not progress.write_fallback
+    assert [f["object"] for f in progress.failures] == ["configmaps b/cm-001"] and not progress.verified
+
+
+@pytest.mark.parametrize("chunk_size,chunk_bytes,limits", [
+    pytest.param(500, mig.CHUNK_BYTES, [mig.FIRST_CHUNK, 500], id="small-objects-first-chunk-then-chunk_size"),
+    pytest.param(20, mig.CHUNK_BYTES, [20, 20, 20, 20], id="chunk_size-below-the-first-chunk"),
+    pytest.param(500, 2000, [mig.FIRST_CHUNK, 10, 10], id="large-objects-fewer-per-chunk"),  # ~200 bytes each
+])
+def test_put_chunks_hold_about_chunk_bytes(write_mode, chunk_size, chunk_bytes, limits):
+    server = FakeApiserver(count=80)
+    for stored in server.objects.values():
+        stored["data"] = {"k": "x" * 60}
+    progress = migrator(server, chunk_size=chunk_size, chunk_bytes=chunk_bytes).run()
+    asked = [c[2]["limit"] for c in server.calls if c[0] == "GET"]
+    if write_mode == mig.WRITE_PUT:
+        assert asked[:len(limits)] == limits
+    else:
+        assert set(asked) == {chunk_size}  # metadata only: chunk_size objects, whatever their size
+    assert progress.objects_written == 80 and progress.verified
+
+
+@pytest.mark.parametrize("item,expected", [
+    pytest.param({"metadata": {"name": "x"}}, {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}},
+                 id="list-item-of-a-built-in"),
+    pytest.param({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"n": 1.5}},
+                 {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}, "data": {"n": 1.5}},
+                 id="item-with-its-own-type"),
+])
+def test_put_body_is_the_object_as_read(item, expected):
+    assert json.loads(mig.put_body(TARGET, item)) == expected
+
+
 @pytest.mark.parametrize("status,reason,retry_after", [
     (429, "TooManyRequests", 2.5), (500, "InternalError", None), (503, "ServiceUnavailable", 1), (504, "Timeout", None)])
-@pytest.mark.parametrize("method", ["GET", "PATCH"])
+@pytest.mark.parametrize("method", ["GET", "WRITE"])
 def test_transient_statuses_are_retried_honouring_retry_after(status, reason, retry_after, method):
+    method = W() if method == "WRITE" else method
     server = FakeApiserver(count=4)
     server.fault(method, api_error(status, "try later", reason, retry_after=retry_after, method=method), count=2)
     sleeps = []
@@ -197,8 +344,9 @@ def test_transient_statuses_are_retried_honouring_retry_after(status, reason, re
         assert all(s >= retry_after for s in sleeps)
 
 
-@pytest.mark.parametrize("method", ["GET", "PATCH"])
+@pytest.mark.parametrize("method", ["GET", "WRITE"])
 def test_dropped_connections_and_timeouts_are_retried(method):
+    method = W() if method == "WRITE" else method
     server = FakeApiserver(count=4)
     server.fault(method, EndpointUnreachable("connection reset", endpoint=ENDPOINT), count=3)
     progress = migrator(server).run()
@@ -207,12 +355,12 @@ def test_dropped_connections_and_timeouts_are_retried(method):
 
 def test_an_object_that_keeps_failing_is_reported_and_the_resource_goes_on():
     server = FakeApiserver(count=6)
-    server.fault("PATCH", lambda: api_error(503, "unavailable", "ServiceUnavailable", method="PATCH"), count=4,
+    server.fault(W(), lambda: api_error(503, "unavailable", "ServiceUnavailable", method=W()), count=4,
                  match=lambda p, q: p.endswith("cm-000"))
     progress = migrator(server).run()
     assert not progress.verified and progress.failed == 1 and progress.objects_written == 5
     assert progress.failures[0]["object"] == "configmaps a/cm-000" and "retrying" in progress.failures[0]["why"]
-    assert len([c for c in server.calls if c[0] == "PATCH" and c[1].endswith("cm-000")]) == 4
+    assert len([c for c in server.calls if c[0] == W() and c[1].endswith("cm-000")]) == 4
 
 
 def test_list_retries_are_bounded():
@@ -268,10 +416,10 @@ def test_decode_failure_on_list_is_reported_not_retried():
 
 def test_decode_failure_on_write_names_the_object_and_is_not_retried():
     server = FakeApiserver(count=4)
-    server.fault("PATCH", api_error(500, DECODE_MESSAGE, method="PATCH"), match=lambda p, q: p.endswith("cm-001"))
+    server.fault(W(), api_error(500, DECODE_MESSAGE, method=W()), match=lambda p, q: p.endswith("cm-001"))
     progress = migrator(server).run()
     assert progress.failures[0]["object"] == "configmaps b/cm-001" and "cannot decode" in progress.failures[0]["why"]
-    assert len([c for c in server.calls if c[0] == "PATCH" and c[1].endswith("cm-001")]) == 1
+    assert len([c for c in server.calls if c[0] == W() and c[1].endswith("cm-001")]) == 1
     assert not progress.verified
 
 
@@ -283,7 +431,7 @@ def test_decode_failure_on_write_names_the_object_and_is_not_retried():
 ])
 def test_a_refused_object_is_named_and_the_resource_goes_on(status, reason, message):
     server = FakeApiserver(count=6)
-    server.fault("PATCH", api_error(status, message, reason, method="PATCH"), match=lambda p, q: p.endswith("cm-002"))
+    server.fault(W(), api_error(status, message, reason, method=W()), match=lambda p, q: p.endswith("cm-002"))
     progress = migrator(server).run()
     assert progress.failures == [{"object": "configmaps a/cm-002", "status": status, "reason": reason,
                                   "message": message, "why": progress.failures[0]["why"]}]
@@ -296,7 +444,7 @@ def test_a_refused_object_is_named_and_the_resource_goes_on(status, reason, mess
 @pytest.mark.parametrize("max_failures,stops", [(0, True), (2, True), (3, False)])
 def test_more_failures_than_max_failures_stop_the_resource(max_failures, stops):
     server = FakeApiserver(count=9)
-    server.fault("PATCH", lambda: api_error(422, "denied", "Invalid", method="PATCH"), count=3,
+    server.fault(W(), lambda: api_error(422, "denied", "Invalid", method=W()), count=3,
                  match=lambda p, q: p.endswith(("cm-000", "cm-001", "cm-002")))
     if stops:
         with pytest.raises(MigrationError, match="more than max_failures") as info:
@@ -394,7 +542,7 @@ def test_a_tiny_qps_never_sleeps_past_the_deadline():
 def test_a_retry_storm_never_waits_past_the_deadline():
     server = FakeApiserver(count=3)
     fake = FakeClock()
-    server.fault("PATCH", lambda: api_error(429, "slow down", "TooManyRequests", retry_after=3, method="PATCH"), count=100)
+    server.fault(W(), lambda: api_error(429, "slow down", "TooManyRequests", retry_after=3, method=W()), count=100)
     with pytest.raises(DeadlineExceeded):
         migrator(server, policy=mig.MIGRATION_RETRY, deadline=Deadline(10, fake.clock)).configure(sleep=fake.sleep).run()
     assert fake.now <= 10.0

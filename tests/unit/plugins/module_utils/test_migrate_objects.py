@@ -77,15 +77,23 @@ def test_record_only_when_the_audit_listed_every_old_object(found, current, comp
 
 
 class ObjectApiserver(FakeApiserver):
-    """Adds GET of one object (metadata) to the fake; a LIST is a failure here: object mode never lists."""
+    """Adds GET of one object (whole, or its metadata for the PartialObjectMetadata Accept) to the fake; a LIST is a
+    failure here: object mode never lists."""
 
-    def _list(self, path, query):
+    def _list(self, path, query, accept=None):
         parts = path.split("/")
         assert len(parts) == 7, f"object mode must not LIST: {path}"
         key = f"{parts[4]}/{parts[6]}"
         if key not in self.objects:
             raise api_error(404, "not found", "NotFound", path=path)
-        return _resp({"kind": "PartialObjectMetadata", "metadata": copy.deepcopy(self.objects[key]["metadata"])})
+        if "PartialObjectMetadata" in (accept or ""):
+            return _resp({"kind": "PartialObjectMetadata", "metadata": copy.deepcopy(self.objects[key]["metadata"])})
+        return _resp({"apiVersion": "v1", "kind": "ConfigMap", **self._item(self.objects[key], True)})
+
+
+@pytest.fixture(params=list(mig.WRITES))
+def write(request):
+    return request.param
 
 
 def object_migrator(server, **kwargs):
@@ -96,29 +104,31 @@ def object_migrator(server, **kwargs):
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
-def test_only_listed_objects_are_read_and_rewritten_two_requests_each(concurrency):
+def test_only_listed_objects_are_read_and_rewritten_two_requests_each(concurrency, write):
     server = ObjectApiserver(count=20)
     listed = ["a/cm-000", "b/cm-001", "a/cm-004"]
     before = {k: copy.deepcopy(v) for k, v in server.objects.items()}
-    progress = object_migrator(server, concurrency=concurrency).run_objects(listed)
+    progress = object_migrator(server, concurrency=concurrency, write=write).run_objects(listed)
     assert sorted(server.writes) == sorted(listed)
     assert len(server.calls) == 2 * len(listed)
     assert {k for k, v in server.objects.items() if v["encoded"] == "v1"} == set(listed)
     assert {k: v["data"] for k, v in server.objects.items()} == {k: v["data"] for k, v in before.items()}
     assert progress.verified and progress.objects_written == 3 and progress.chunks == 2
+    assert {m for m, _b in server.bodies} == {"PUT" if write == mig.WRITE_PUT else "PATCH"}
 
 
-def test_a_listed_object_deleted_since_is_gone_and_never_recreated():
+def test_a_listed_object_deleted_since_is_gone_and_never_recreated(write):
     server = ObjectApiserver(count=4)
-    progress = object_migrator(server).run_objects(["a/cm-000", "a/missing"])
+    progress = object_migrator(server, write=write).run_objects(["a/cm-000", "a/missing"])
     assert progress.gone == 1 and progress.objects_written == 1 and progress.verified
     assert "a/missing" not in server.objects
 
 
-def test_a_denied_write_is_named_and_not_verified():
+def test_a_denied_write_is_named_and_not_verified(write):
     server = ObjectApiserver(count=4)
-    server.fault("PATCH", api_error(403, "denied by policy", "Forbidden", method="PATCH"), count=1)
-    progress = object_migrator(server).run_objects(["a/cm-000", "a/cm-002"])
+    method = "PUT" if write == mig.WRITE_PUT else "PATCH"
+    server.fault(method, api_error(403, "denied by policy", "Forbidden", method=method), count=1)
+    progress = object_migrator(server, write=write).run_objects(["a/cm-000", "a/cm-002"])
     assert not progress.verified and progress.failed == 1
     assert progress.failures[0]["object"].startswith("configmaps a/cm-00")
 
