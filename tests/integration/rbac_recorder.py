@@ -1,11 +1,12 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Every API request the collection makes, checked against the shipped RBAC roles in ``rbac/``.
+"""API requests of the collection, checked against the shipped RBAC roles in ``rbac/``.
 
 The simulator records each request it serves as RBAC sees it: (verb, group, resource, subresource),
-or a non-resource URL. ``check_plane(plane)`` is the one call a fixture makes at a plane's teardown:
-it reads that plane's audit, fails (naming the request and the role file to extend) when a request
-is not granted by the shipped roles, and appends what it saw to a session-wide record
-(``tests/output/rbac/requests-<pid>.json``) that ``test_rbac.py`` reports from.
+or a non-resource URL. ``check_plane(plane, extra_rules)`` reads a plane's audit, fails (naming the
+request and the role file to extend) when a request is not granted by the shipped roles (plus
+``extra_rules``: the roles the ``custom_resource_role`` filter renders for that plane's custom
+resources), and appends what it saw to a session-wide record (``tests/output/rbac/requests-<pid>.json``).
+``test_rbac.py`` calls it for the plane on which it runs every use.
 
 The rules here are RBAC's own (``plugin/pkg/auth/authorizer/rbac/rbac.go``, ``pkg/apis/rbac/helpers.go``):
 ``*`` matches every verb, group or resource; ``res/*`` every subresource of ``res``; ``*/sub`` that
@@ -83,20 +84,24 @@ def _resource_match(pattern: str, resource: str, sub: str) -> bool:
 def load_rules(directory: Path = RBAC_DIR) -> List[Rule]:
     """Every rule of every ClusterRole and Role shipped in ``rbac/``."""
     rules = []
-    order = {"observe.yaml": 0, "records.yaml": 1, "migrate.yaml": 2}  # the order of the docs: read, record, migrate
+    order = {"observe.yaml": 0, "count-objects.yaml": 1, "records.yaml": 2, "migrate.yaml": 3}  # read, count, record, migrate
     for path in sorted(directory.glob("*.yaml"), key=lambda p: (order.get(p.name, 9), p.name)):
         for doc in manifests(path):
             if doc.get("kind") not in ("ClusterRole", "Role"):
                 continue
-            meta = doc["metadata"]
-            namespace = meta.get("namespace") if doc["kind"] == "Role" else None
-            for rule in doc.get("rules") or []:
-                rules.append(Rule(role=f"{doc['kind']} {meta['name']}", file=path.name, namespace=namespace,
-                                  verbs=tuple(rule.get("verbs") or ()), api_groups=tuple(rule.get("apiGroups") or ()),
-                                  resources=tuple(rule.get("resources") or ()),
-                                  resource_names=tuple(rule.get("resourceNames") or ()),
-                                  non_resource_urls=tuple(rule.get("nonResourceURLs") or ())))
+            rules.extend(rules_of(doc, path.name))
     return rules
+
+
+def rules_of(role: dict, file: str) -> List[Rule]:
+    """The rules of one ClusterRole or Role object (``file``: where it comes from, for messages)."""
+    meta = role["metadata"]
+    namespace = meta.get("namespace") if role["kind"] == "Role" else None
+    return [Rule(role=f"{role['kind']} {meta['name']}", file=file, namespace=namespace,
+                 verbs=tuple(rule.get("verbs") or ()), api_groups=tuple(rule.get("apiGroups") or ()),
+                 resources=tuple(rule.get("resources") or ()), resource_names=tuple(rule.get("resourceNames") or ()),
+                 non_resource_urls=tuple(rule.get("nonResourceURLs") or ()))
+            for rule in role.get("rules") or []]
 
 
 def manifests(path: Path) -> List[dict]:
@@ -161,11 +166,10 @@ def describe(request: Request) -> str:
     return f"{verb} {full}.{group}" if group else f"{verb} {full}"
 
 
-def check_plane(plane) -> Set[Request]:
-    """At a plane's teardown: every request it served must be granted by ``rbac/``; record them for the session.
+def check_plane(plane, extra_rules: Iterable[Rule] = ()) -> Set[Request]:
+    """Every request ``plane`` served must be granted by ``rbac/`` (plus ``extra_rules``); record them for the session.
 
-    One call from a fixture (``rbac_recorder.check_plane(plane)``) after the test ran. Raises
-    ``AssertionError`` naming each request no shipped role grants.
+    Raises ``AssertionError`` naming each request no role grants.
     """
     try:
         audit = plane.admin._call("audit")
@@ -175,10 +179,11 @@ def check_plane(plane) -> Set[Request]:
     requests = requests_of(audit)
     namespaces = namespaces_of(stats)
     _append(requests)
-    missing = uncovered(requests, load_rules(), namespaces, strict=False)  # tests may reset the path counts
+    missing = uncovered(requests, load_rules() + list(extra_rules), namespaces, strict=False)  # tests may reset the path counts
     assert not missing, ("the collection made requests no role in rbac/ grants: "
                          + "; ".join(describe(r) for r in missing)
-                         + ". Grant them in the role of that use (rbac/*.yaml) and regenerate docs/docsite/rst/rbac.rst.")
+                         + ". Grant them in the role of that use (rbac/*.yaml, or scripts/generate_rbac.py for the generated "
+                           "roles) and run scripts/generate_rbac.py.")
     return requests
 
 
@@ -197,85 +202,3 @@ def recorded() -> Set[Request]:
     for path in RECORD_DIR.glob("requests-*.json"):
         found |= {tuple(r) for r in json.loads(path.read_text(encoding="utf-8"))}
     return found
-
-
-# -- docs/docsite/rst/rbac.rst, generated from the roles ---------------------------------------------------------
-
-DOC = REPO / "docs" / "docsite" / "rst" / "rbac.rst"
-DOC_HEAD = """.. Generated from rbac/*.yaml by tests/integration/rbac_recorder.py --write-doc; do not edit by hand.
-
-.. _ansible_collections.kubeupgrade.storage.docsite.rbac:
-
-Least-privilege RBAC
-====================
-
-The collection ships its roles in ``rbac/`` (in the installed collection:
-``ansible_collections/kubeupgrade/storage/rbac/``). Bind each identity to the roles of its use;
-``rbac/bindings.example.yaml`` does it for two ServiceAccounts:
-
-- **pre-flight** (``storage_version_info``, ``storage_version_check``, ``storage_version_agreement``):
-  ``kubeupgrade-storage-observe`` (ClusterRole and the Role in ``kube-system``) and, for object counts,
-  ``kubeupgrade-storage-count-objects``.
-- **records** (``storage_state``, ``storage_version_check`` with ``refresh_records: true``, the ``preflight``
-  role, installing the StorageState CRD): ``kubeupgrade-storage-observe`` and ``kubeupgrade-storage-records``.
-- **migration** (``storage_migration``, the ``migrate`` role): ``kubeupgrade-storage-observe``,
-  ``kubeupgrade-storage-records`` and ``kubeupgrade-storage-migrate`` (ClusterRole and the Role in
-  ``kube-system``).
-
-.. code-block:: shell
-
-   kubectl apply -f rbac/observe.yaml -f rbac/records.yaml -f rbac/migrate.yaml
-   kubectl apply -f rbac/bindings.example.yaml   # after editing its subjects
-
-Two grants are wildcards, because which resources they concern is only known at run time:
-
-- ``kubeupgrade-storage-count-objects`` lists every resource: the pre-flight counts, with one
-  metadata-only LIST (``limit=1``), the objects of each resource whose verdict asks for action. RBAC has no
-  metadata-only list, so this role can read every object, Secrets included. Without it the counts are
-  ``unknown`` and verdicts stay as strict as without counting (fail closed); ``count_objects: false``
-  skips counting.
-- ``kubeupgrade-storage-migrate`` lists and patches every resource: the client-side migrator (the default
-  backend) lists the objects of each migrated resource (metadata only) and writes each back with a merge
-  patch carrying only its ``resourceVersion``. If you migrate a known set of resources, replace the
-  wildcard rule with one rule naming them.
-
-A test runs every use against the simulated control plane and checks that its roles grant every
-request it makes, and that every grant is used; every integration test checks its requests against
-these roles too.
-
-"""
-
-
-def _rule_rows(rule: Rule) -> List[Tuple[str, str, str]]:
-    if rule.non_resource_urls:
-        return [("(non-resource URLs)", ", ".join(f"``{u}``" for u in rule.non_resource_urls), ", ".join(rule.verbs))]
-    groups = ", ".join(f"``{g}``" if g else "``\"\"`` (core)" for g in rule.api_groups)
-    return [(groups, ", ".join(f"``{r}``" for r in rule.resources), ", ".join(rule.verbs))]
-
-
-def render_doc(directory: Path = RBAC_DIR) -> str:
-    """The RBAC page: the fixed introduction, then each role's rules as a table."""
-    parts = [DOC_HEAD]
-    by_role: Dict[Tuple[str, str], List[Rule]] = {}
-    for rule in load_rules(directory):
-        by_role.setdefault((rule.file, rule.role), []).append(rule)
-    for (file, role), rules in by_role.items():
-        kind, name = role.split(" ", 1)
-        scope = f"Role in ``{rules[0].namespace}``" if rules[0].namespace else "ClusterRole"
-        title = f"{name} ({scope})"
-        parts.append(f"{title}\n{'-' * len(title)}\n\nIn ``rbac/{file}``.\n\n")
-        parts.append(".. list-table::\n   :header-rows: 1\n\n   * - API groups\n     - resources\n     - verbs\n")
-        for rule in rules:
-            for groups, resources, verbs in _rule_rows(rule):
-                parts.append(f"   * - {groups}\n     - {resources}\n     - {verbs}\n")
-        parts.append("\n")
-    return "".join(parts).rstrip("\n") + "\n"
-
-
-if __name__ == "__main__":
-    import sys
-
-    if sys.argv[1:] != ["--write-doc"]:
-        sys.exit("usage: rbac_recorder.py --write-doc")
-    DOC.write_text(render_doc(), encoding="utf-8")
-    print(f"wrote {DOC}")

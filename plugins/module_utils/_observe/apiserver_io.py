@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import rbac
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
@@ -420,7 +421,7 @@ def _list_path(observed) -> str:
     return f"/api/{version}/{gr.resource}" if not gr.group else f"/apis/{gr.group}/{version}/{gr.resource}"
 
 
-def _count_one(client, observed, tuning: Tuning) -> ObjectCount:
+def _count_one(client, observed, tuning: Tuning, custom: bool = False) -> ObjectCount:
     try:
         page = call_with_retries(
             lambda: client.request("GET", _list_path(observed), query={"limit": 1}, accept=METADATA_ACCEPT).json(),
@@ -429,6 +430,10 @@ def _count_one(client, observed, tuning: Tuning) -> ObjectCount:
         if is_decode_failure(error.status, error.api_message):
             return ObjectCount(observed.name, present=True, undecodable=True, endpoint=client.endpoint,
                                detail=error.api_message)
+        if error.status == 403 and not isinstance(error, EndpointUnreachable):
+            # Not granted (the shipped count role leaves Secrets out on purpose): a count not made, not a failure.
+            return ObjectCount(observed.name, present=None, endpoint=client.endpoint,
+                               detail=rbac.not_counted(observed.name, custom=custom))
         return ObjectCount(observed.name, present=None, endpoint=client.endpoint, detail=str(error))
     if not isinstance(page, dict):
         return ObjectCount(observed.name, present=None, endpoint=client.endpoint, detail="the LIST answer was not a list")
@@ -440,7 +445,11 @@ def count_objects(clients: Sequence, observation: Observation, names, tuning: Op
     """Whether each resource in ``names`` has objects stored: one metadata LIST with ``limit=1`` each.
 
     Asked of an apiserver whose discovery of the resource's group is complete; a resource no running
-    apiserver serves cannot be counted this way (``present`` None, with the reason).
+    apiserver serves cannot be counted this way (``present`` None, with the reason). A LIST the identity may
+    not make (403: the shipped count role leaves Secrets out) is not counted either, and says which grant
+    would count it (``rbac.not_counted``). The apiserver's ``apiserver_storage_objects`` metric is not used:
+    each apiserver refreshes it every 60-132 s, and a new cluster's series read 0 until the first refresh
+    (measured, ``docs/docsite/rst/rbac.rst``), so its 0 cannot mean "nothing stored".
     """
     by_endpoint = {client.endpoint: client for client in clients}
     counts: Dict[str, ObjectCount] = {}
@@ -456,7 +465,7 @@ def count_objects(clients: Sequence, observation: Observation, names, tuning: Op
     tuning = tuning or Tuning()
     if jobs:
         with ThreadPoolExecutor(max_workers=max(1, min(tuning.max_workers, len(jobs)))) as pool:
-            for count in pool.map(lambda job: _count_one(job[0], job[1], tuning), jobs):
+            for count in pool.map(lambda job: _count_one(job[0], job[1], tuning, job[1].name in observation.crds), jobs):
                 counts[count.resource] = count
     return counts
 
