@@ -19,6 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import paged_items
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     EndpointUnreachable,
@@ -205,20 +206,4 @@ class RetriedClient:
 
     def list_all(self, path: str, query=None, chunk: int = 500) -> List[dict]:
         """Every item of a LIST in chunks, each page retried; an expired token (410) restarts the list once."""
-        for attempt in (1, 2):
-            items: List[dict] = []
-            token = None
-            try:
-                while True:
-                    params = dict(query or {}, limit=chunk)
-                    if token:
-                        params["continue"] = token
-                    page = self.get(path, query=params)
-                    items.extend(page.get("items") or [])
-                    token = (page.get("metadata") or {}).get("continue")
-                    if not token:
-                        return items
-            except ApiError as error:
-                if error.status != 410 or attempt == 2:
-                    raise
-        return []  # not reached
+        return paged_items(lambda where, params: self.get(where, query=params), path, query, chunk)

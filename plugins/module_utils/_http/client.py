@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Dict, List, Optional
+from typing import Callable, Dict, List, Optional
 from urllib.parse import urlencode
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
@@ -175,26 +175,7 @@ class ApiClient:
 
     def list_all(self, path: str, query=None, chunk: int = LIST_CHUNK) -> List[dict]:
         """Every item of a LIST, in chunks of ``chunk`` with ``continue``; an expired token (410) restarts once."""
-        for attempt in (1, 2):
-            try:
-                return self._list_pages(path, query, chunk)
-            except ApiError as error:
-                if error.status != 410 or attempt == 2:
-                    raise
-        return []  # not reached
-
-    def _list_pages(self, path: str, query, chunk: int) -> List[dict]:
-        items: List[dict] = []
-        token = None
-        while True:
-            params = dict(query or {}, limit=chunk)
-            if token:
-                params["continue"] = token
-            page = self.get(path, query=params)
-            items.extend(page.get("items") or [])
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return items
+        return paged_items(lambda where, params: self.get(where, query=params), path, query, chunk)
 
     def get_text(self, path: str, query=None) -> str:
         return self.request("GET", path, query=query, accept="text/plain, application/json").data.decode("utf-8", "replace")
@@ -210,6 +191,28 @@ class ApiClient:
 
     def delete(self, path: str, query=None, body=None) -> dict:
         return self.parse("DELETE", path, self.request("DELETE", path, query=query, body=body))
+
+
+def paged_items(get: Callable[[str, dict], dict], path: str, query=None, chunk: int = LIST_CHUNK) -> List[dict]:
+    """The one paging loop, for every client that GETs its own way (with retries or not): every item of a LIST in
+    chunks of ``chunk`` with ``continue``; an expired continue token (410) restarts the list once."""
+    for attempt in (1, 2):
+        items: List[dict] = []
+        token = None
+        try:
+            while True:
+                params = dict(query or {}, limit=chunk)
+                if token:
+                    params["continue"] = token
+                page = get(path, params)
+                items.extend(page.get("items") or [])
+                token = (page.get("metadata") or {}).get("continue")
+                if not token:
+                    return items
+        except ApiError as error:
+            if error.status != 410 or attempt == 2:
+                raise
+    return []  # not reached
 
 
 def _error_body(response: ApiResponse):

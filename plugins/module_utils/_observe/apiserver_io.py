@@ -17,6 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import rbac
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import paged_items
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import (
@@ -298,22 +299,9 @@ def read_storage_states(cluster_client, observation: Observation, resources=None
 
 def list_all(client, path: str, query=None, tuning: Optional[Tuning] = None, chunk: int = LIST_CHUNK) -> List[dict]:
     """Every item of a LIST, in chunks of ``chunk`` with ``continue``, each page retried on faults; an expired
-    token (410) restarts the list once."""
+    token (410) restarts the list once (the API layer's one paging loop)."""
     policy = Tuning(retry=LIST_RETRY, sleep=(tuning or Tuning()).sleep)
-    for attempt in (1, 2):
-        items: List[dict] = []
-        token = None
-        try:
-            while True:
-                page = _get(client, path, policy, query=dict(query or {}, limit=chunk, **({"continue": token} if token else {})))
-                items.extend(page.get("items") or [])
-                token = (page.get("metadata") or {}).get("continue")
-                if not token:
-                    return items
-        except ApiError as error:
-            if error.status != 410 or attempt == 2:
-                raise
-    return []  # not reached
+    return paged_items(lambda where, params: _get(client, where, policy, query=params), path, query, chunk)
 
 
 class _ClusterReads:
