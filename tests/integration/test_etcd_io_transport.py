@@ -115,7 +115,7 @@ def test_without_http2_the_gateway_reads(etcd_tls, monkeypatch):
     expected = _one_range(etcd_tls)
     offer_http1 = etcd_io._tls_context
 
-    def http1_only(settings):
+    def http1_only(settings, alpn=None):
         context = offer_http1(settings)
         context.set_alpn_protocols(["http/1.1"])
         return context

@@ -140,12 +140,14 @@ class EtcdReader:
             kwargs = {"timeout": urllib3.Timeout(connect=min(10.0, settings.timeout), read=settings.timeout),
                       "retries": False, "maxsize": 1}
             if any(urlsplit(url).scheme == "https" for url in settings.endpoints):
-                kwargs["cert_reqs"] = "CERT_REQUIRED" if settings.validate_certs else "CERT_NONE"
-                if settings.ca_cert:
-                    kwargs["ca_certs"] = settings.ca_cert
-                if settings.client_cert:
-                    kwargs["cert_file"] = settings.client_cert
-                    kwargs["key_file"] = settings.client_key
+                # The gRPC path's trust, offering HTTP/1.1; urllib3's own context would add Python 3.13's strict X.509
+                # checks, which refuse CAs etcd and etcdctl accept (no keyUsage or authority key identifier).
+                kwargs["ssl_context"] = _tls_context(settings, alpn="http/1.1")
+                if settings.validate_certs:
+                    kwargs["cert_reqs"] = "CERT_REQUIRED"
+                else:
+                    kwargs["cert_reqs"] = "CERT_NONE"
+                    kwargs["assert_hostname"] = False
             self._gateway = urllib3.PoolManager(**kwargs)
             if not settings.validate_certs:
                 urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
@@ -669,8 +671,11 @@ class _Stream:
         return data
 
 
-def _tls_context(settings: EtcdSettings) -> ssl.SSLContext:
-    """The same trust and client certificate as the gateway's connections, offering HTTP/2."""
+def _tls_context(settings: EtcdSettings, alpn: str = "h2") -> ssl.SSLContext:
+    """The trust and client certificate of every connection to etcd, offering HTTP/2 (gRPC) or HTTP/1.1 (the gateway).
+
+    A plain client context, as Go's crypto/tls verifies (etcd's own clients): not Python 3.13's default one, whose
+    strict X.509 checks refuse a CA without keyUsage or an authority key identifier that etcdctl accepts."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if settings.validate_certs:
         if settings.ca_cert:
@@ -681,8 +686,16 @@ def _tls_context(settings: EtcdSettings) -> ssl.SSLContext:
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     if settings.client_cert:
-        context.load_cert_chain(settings.client_cert, settings.client_key)
-    context.set_alpn_protocols(["h2"])
+        try:
+            context.load_cert_chain(settings.client_cert, settings.client_key)
+        except ssl.SSLError as error:
+            if "KEY_VALUES_MISMATCH" in str(error) or "key values mismatch" in str(error):
+                raise EtcdError(f"etcd_client_key ({settings.client_key}) is not the key of etcd_client_cert "
+                                f"({settings.client_cert}): give the matching pair (kubeadm: "
+                                "/etc/kubernetes/pki/apiserver-etcd-client.crt and .key)") from None
+            raise EtcdError(f"etcd_client_cert {settings.client_cert} or etcd_client_key {settings.client_key} cannot be "
+                            f"loaded ({_short(str(error))}): give a PEM certificate and its key") from None
+    context.set_alpn_protocols([alpn])
     return context
 
 
