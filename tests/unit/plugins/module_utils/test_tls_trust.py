@@ -53,7 +53,7 @@ def lenient_ca_server(tmp_path):
     def serve():
         while not stop.is_set():
             try:
-                conn, _ = listener.accept()
+                conn, _address = listener.accept()
                 with context.wrap_socket(conn, server_side=True) as tls:
                     tls.recv(65536)
                     tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
