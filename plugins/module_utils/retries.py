@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import paged_items
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import none_if_missing, paged_items
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     EndpointUnreachable,
@@ -185,12 +185,7 @@ class RetriedClient:
 
     def get_or_none(self, path: str, query=None) -> Optional[dict]:
         """The object at ``path``, or None when the apiserver answers 404 (never for an unreachable one)."""
-        try:
-            return self.get(path, query=query)
-        except ApiError as error:
-            if error.status == 404 and not isinstance(error, EndpointUnreachable):
-                return None
-            raise
+        return none_if_missing(lambda: self.get(path, query=query))
 
     def post(self, path: str, body, query=None) -> dict:
         return self._json("POST", path, query=query, body=body)

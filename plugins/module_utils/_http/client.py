@@ -165,13 +165,8 @@ class ApiClient:
         return self.parse("GET", path, self.request("GET", path, query=query, accept=accept))
 
     def get_or_none(self, path: str, query=None) -> Optional[dict]:
-        """The object at ``path``, or None when the apiserver answers 404: "missing" decided once, here."""
-        try:
-            return self.get(path, query=query)
-        except ApiError as error:
-            if error.status == 404 and not isinstance(error, EndpointUnreachable):
-                return None
-            raise
+        """The object at ``path``, or None when the apiserver answers 404 (``none_if_missing``)."""
+        return none_if_missing(lambda: self.get(path, query=query))
 
     def list_all(self, path: str, query=None, chunk: int = LIST_CHUNK) -> List[dict]:
         """Every item of a LIST, in chunks of ``chunk`` with ``continue``; an expired token (410) restarts once."""
@@ -191,6 +186,17 @@ class ApiClient:
 
     def delete(self, path: str, query=None, body=None) -> dict:
         return self.parse("DELETE", path, self.request("DELETE", path, query=query, body=body))
+
+
+def none_if_missing(get: Callable[[], dict]) -> Optional[dict]:
+    """``get()``, or None when the apiserver answers 404 (never for one that did not answer): "missing" decided once,
+    here, for every client that GETs its own way (with retries or not)."""
+    try:
+        return get()
+    except ApiError as error:
+        if error.status == 404 and not isinstance(error, EndpointUnreachable):
+            return None
+        raise
 
 
 def paged_items(get: Callable[[str, dict], dict], path: str, query=None, chunk: int = LIST_CHUNK) -> List[dict]:
