@@ -27,6 +27,28 @@ def _name(common_name):
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
+def _read_request(tls):
+    """Read the whole request (headers, then Content-Length bytes): a POST's body may come in a later TLS record, and
+    closing with it unread makes the kernel reset the connection before the client reads the answer."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = tls.recv(65536)
+        if not chunk:
+            return
+        data += chunk
+    head, _separator, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _colon, value = line.partition(b":")
+        if name.strip().lower() == b"content-length":
+            length = int(value)
+    while len(body) < length:
+        chunk = tls.recv(65536)
+        if not chunk:
+            return
+        body += chunk
+
+
 @pytest.fixture
 def lenient_ca_server(tmp_path):
     """An HTTPS server on loopback whose CA has basicConstraints only (no keyUsage, no key identifiers)."""
@@ -55,7 +77,7 @@ def lenient_ca_server(tmp_path):
             try:
                 conn, _address = listener.accept()
                 with context.wrap_socket(conn, server_side=True) as tls:
-                    tls.recv(65536)
+                    _read_request(tls)
                     tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
                                 + f"Content-Length: {len(BODY)}\r\n\r\n".encode() + BODY)
             except OSError:
