@@ -679,7 +679,11 @@ def _tls_context(settings: EtcdSettings, alpn: str = "h2") -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     if settings.validate_certs:
         if settings.ca_cert:
-            context.load_verify_locations(cafile=settings.ca_cert)
+            try:
+                context.load_verify_locations(cafile=settings.ca_cert)
+            except (OSError, ssl.SSLError) as error:
+                raise EtcdError(f"etcd_ca_cert {settings.ca_cert} cannot be loaded ({_short(str(error))}): give the PEM "
+                                "certificate of etcd's CA (kubeadm: /etc/kubernetes/pki/etcd/ca.crt)") from None
         else:
             context.load_default_certs()
     else:

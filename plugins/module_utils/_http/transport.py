@@ -67,7 +67,11 @@ def unreachable(endpoint: str, method: str, path: str, exc: BaseException, tls: 
 def tls_context(settings: ConnectionSettings) -> ssl.SSLContext:
     """The TLS setup the settings ask for: verification against 'ca_cert' (or the system store), client certificates."""
     if settings.verify:
-        context = ssl.create_default_context(cafile=settings.ca_cert or None)
+        try:
+            context = ssl.create_default_context(cafile=settings.ca_cert or None)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigurationError(f"The CA certificate {settings.ca_cert} cannot be loaded ({_short(exc)}): give a PEM "
+                                     "certificate in 'ca_cert' or the kubeconfig's certificate-authority(-data).") from None
         # As kubectl (Go's crypto/x509) verifies: Python 3.13's strict X.509 checks refuse a CA without keyUsage or an
         # authority key identifier that the cluster's own clients accept.
         context.verify_flags &= ~getattr(ssl, "VERIFY_X509_STRICT", 0)
@@ -81,7 +85,8 @@ def tls_context(settings: ConnectionSettings) -> ssl.SSLContext:
             context.load_cert_chain(settings.client_cert, settings.client_key or None)
     except (OSError, ssl.SSLError) as exc:
         raise ConfigurationError(f"The client certificate {settings.client_cert} (or its key {settings.client_key}) "
-                                 f"cannot be loaded: {_short(exc)}. Check 'client_cert' and 'client_key'.") from None
+                                 f"cannot be loaded: {_short(exc)}. Check 'client_cert' and 'client_key' (or the kubeconfig's "
+                                 "client-certificate(-data) and client-key(-data)).") from None
     return context
 
 

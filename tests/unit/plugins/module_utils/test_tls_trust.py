@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdReader, EtcdSettings
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 
@@ -93,3 +93,11 @@ def test_etcd_and_apiserver_connections_accept_what_go_clients_accept(lenient_ca
     url, ca = lenient_ca_server
     assert EtcdReader(EtcdSettings(endpoints=[url], ca_cert=ca)).status()["dbSize"] == "4096"
     assert ApiClient(ConnectionSettings(host=url, ca_cert=ca)).get("/version")["minor"] == "33"
+
+
+def test_an_etcd_ca_that_is_not_pem_is_named(tmp_path):
+    """One error naming etcd_ca_cert (it was an SSLError from inside the ssl module)."""
+    (tmp_path / "ca.crt").write_text("not a certificate\n")
+    reader = EtcdReader(EtcdSettings(endpoints=["https://127.0.0.1:1"], ca_cert=str(tmp_path / "ca.crt")))
+    with pytest.raises(EtcdError, match=r"etcd_ca_cert .*ca\.crt cannot be loaded .*the PEM certificate of etcd's CA"):
+        reader._pool  # noqa: B018 (the gateway's pool builds the TLS context)

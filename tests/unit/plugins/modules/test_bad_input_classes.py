@@ -199,6 +199,33 @@ class TestKubeconfigMapping:
         assert not failed, result["msg"]
         assert SECRET_TOKEN not in json.dumps(result)
 
+    NOT_PEM = "bm90IGEgY2VydGlmaWNhdGU="  # base64 of "not a certificate": valid base64, no PEM inside
+
+    @pytest.mark.parametrize("cluster, user, needles", [
+        ({"server": "https://127.0.0.1:1", "certificate-authority-data": NOT_PEM}, None,
+         ["The CA certificate", "cannot be loaded", "certificate-authority(-data)"]),
+        ({"server": "https://127.0.0.1:1", "insecure-skip-tls-verify": True},
+         {"client-certificate-data": NOT_PEM, "client-key-data": NOT_PEM},
+         ["The client certificate", "cannot be loaded", "client-certificate(-data)"]),
+    ], ids=["ca-data-not-pem", "client-cert-data-not-pem"])
+    @pytest.mark.parametrize("name", CLUSTER_MODULES)
+    def test_certificate_data_that_is_not_pem(self, run_module, name, cluster, user, needles):
+        """Base64 that decodes to no PEM: one error naming the field, not "Unexpected internal error: SSLError"."""
+        args = without_host(name, kubeconfig=kubeconfig_doc(cluster=cluster, user=user))
+        args = {k: v for k, v in args.items() if k not in ("endpoints", "validate_certs")}
+        failed, result = run_module(module(name), args)
+        assert failed
+        assert_one_clean_failure(result, needles)
+
+    @pytest.mark.parametrize("name", CLUSTER_MODULES)
+    def test_a_ca_cert_file_that_is_not_pem(self, run_module, tmp_path, name):
+        (tmp_path / "ca.crt").write_text("garbage\n")
+        args = {**without_host(name), "host": "https://127.0.0.1:1", "api_key": "a-token-value", "ca_cert": str(tmp_path / "ca.crt")}
+        args = {k: v for k, v in args.items() if k not in ("endpoints", "validate_certs")}
+        failed, result = run_module(module(name), args)
+        assert failed
+        assert_one_clean_failure(result, [f"The CA certificate {tmp_path / 'ca.crt'} cannot be loaded", "'ca_cert'"])
+
 
 # --- class 2: every number option, outside its range -----------------------------------------------------
 
