@@ -136,11 +136,9 @@ def _etcd_source(params: dict, manifest: Dict[str, str]) -> Optional[EtcdSetting
 def _restore_tool(params: dict, etcd_binary: str) -> str:
     if params.get("etcdutl_binary"):
         return _executable("etcdutl_binary", params["etcdutl_binary"], "etcdutl (or etcdctl before etcd 3.5)")
-    beside = os.path.dirname(etcd_binary)
-    for name in ("etcdutl", "etcdctl"):
-        for candidate in (os.path.join(beside, name), shutil.which(name)):
-            if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-                return candidate
+    found = scratch.find_restore_tool(etcd_binary)
+    if found:
+        return found
     raise ConfigurationError("etcdutl_binary: restoring a snapshot needs etcdutl (etcd 3.5+) or etcdctl (3.4) next to "
                              "etcd_binary or in PATH; none was found. Give its path")
 

@@ -178,6 +178,19 @@ def run_tool(argv: List[str], timeout: float = 600.0, env: Optional[dict] = None
     return done.returncode, done.stdout.decode("utf-8", "replace"), lines[-1][:300] if lines else ""
 
 
+RESTORE_TOOLS = ("etcdutl", "etcdctl")  # etcdutl restores since etcd 3.5; etcdctl did before
+
+
+def find_restore_tool(etcd_binary: Optional[str], which: Optional[Callable[[str], Optional[str]]] = None) -> Optional[str]:
+    """The snapshot restore tool: etcdutl, else etcdctl, next to ``etcd_binary`` (its own release) first, then in PATH.
+
+    ``None`` when there is none; the caller names its option in the error."""
+    which = which or shutil.which
+    beside = os.path.dirname(etcd_binary) if etcd_binary else ""
+    candidates = [os.path.join(beside, name) for name in RESTORE_TOOLS if beside] + [which(name) for name in RESTORE_TOOLS]
+    return next((path for path in candidates if path and os.path.isfile(path) and os.access(path, os.X_OK)), None)
+
+
 def _tool(argv: List[str], what: str) -> None:
     code, _out, error = run_tool(argv)
     if code != 0:

@@ -90,11 +90,7 @@ def prove_restorable(path: str, etcd_binary: str, restore_tool: str, work_dir: s
 
 def _tools(params) -> tuple:
     etcd_binary = params.get("etcd_binary") or shutil.which("etcd")
-    tool = params.get("etcdutl_binary")
-    if not tool:
-        beside = os.path.dirname(etcd_binary) if etcd_binary else ""
-        candidates = [os.path.join(beside, n) for n in ("etcdutl", "etcdctl") if beside] + [shutil.which("etcdutl"), shutil.which("etcdctl")]
-        tool = next((c for c in candidates if c and os.path.isfile(c) and os.access(c, os.X_OK)), None)
+    tool = params.get("etcdutl_binary") or scratch.find_restore_tool(etcd_binary)
     if not etcd_binary or not tool:
         raise ConfigurationError("verify: restore needs an etcd binary (etcd_binary, or etcd in PATH) and etcdutl or etcdctl "
                                  "(etcdutl_binary) on this host; give their paths, or verify: checksum to check the file's "
