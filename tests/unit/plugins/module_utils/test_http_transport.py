@@ -35,7 +35,7 @@ class _Recorder(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    do_GET = do_PATCH = do_POST = _answer
+    do_GET = do_PATCH = do_POST = do_PUT = _answer
 
     def log_message(self, *args):
         pass
@@ -110,6 +110,22 @@ def test_bodies_carry_their_length_and_arrive_whole(server):
     assert empty["headers"]["Content-Length"] == "0"
     assert after["path"] == "/after" and after["method"] == "GET"
 
+
+
+def test_a_request_and_its_body_go_out_in_one_write(server, monkeypatch):
+    """One send per request (one TLS record over TLS): http.client alone sends the headers and the body apart."""
+    sends = []
+    real_send = transport._PlainConnection.send
+    monkeypatch.setattr(transport._PlainConnection, "send", lambda conn, data: sends.append(bytes(data)) or real_send(conn, data))
+    client = _client(server)
+    client.request("PUT", "/objects/x", body={"metadata": {"name": "x"}})
+    client.request("POST", "/empty")
+    client.get("/g")
+    assert len(sends) == 3, sends
+    head, _separator, body = sends[0].partition(b"\r\n\r\n")
+    assert head.startswith(b"PUT /objects/x HTTP/1.1") and json.loads(body) == {"metadata": {"name": "x"}}
+    assert sends[1].endswith(b"Content-Length: 0\r\n\r\n")
+    assert [seen["path"] for seen in server.seen] == ["/objects/x", "/empty", "/g"]
 
 def test_impersonated_groups_are_sent_as_repeated_headers(server):
     ApiClient(ConnectionSettings(host=f"http://127.0.0.1:{server.server_address[1]}", impersonate_groups=["a", "b"],
