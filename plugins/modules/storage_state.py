@@ -190,10 +190,7 @@ def measurement(params: dict):
         return None
     if params["state"] == "absent":
         raise ConfigurationError("audit sets records (state=present); it cannot be used with state=absent.")
-    try:
-        return records.measurement_from_audit(params["audit"])
-    except ValueError as error:
-        raise ConfigurationError(f"audit {error}.") from None
+    return records.measurement_from_audit(params["audit"], option="audit")
 
 
 def remove(module: KubeUpgradeModule, observation, cluster) -> dict:

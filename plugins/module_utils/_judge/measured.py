@@ -17,30 +17,15 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model as audit_model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result as audit_result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObjectCount
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
 
 
 def validate(audit) -> None:
-    """The registered result of ``storage_version_audit``, or one clear error naming the option."""
-    if audit is None:
-        return
-    if not isinstance(audit, dict) or not isinstance(audit.get("resources"), dict) or "measured_at" not in audit:
-        raise ConfigurationError("audit must be the registered result of kubeupgrade.storage.storage_version_audit "
-                                 "(a dictionary with 'resources' and 'measured_at'); got "
-                                 f"{type(audit).__name__}{' without those keys' if isinstance(audit, dict) else ''}.")
-    if audit.get("failed"):
-        raise ConfigurationError("audit: the storage_version_audit task failed; fix it (its message names the cause) "
-                                 "or judge without the audit.")
-    for name, found in audit["resources"].items():
-        if not isinstance(found, dict) or not isinstance(found.get("versions", []), list) \
-                or not all(isinstance(v, dict) for v in found.get("versions", [])):
-            raise ConfigurationError(f"audit: resources[{name!r}] is not what storage_version_audit returns for a resource "
-                                     "(a dictionary with objects, versions, hashes); give the registered result unchanged.")
-    if not isinstance(audit.get("crds", {}), dict) or not isinstance(audit.get("crds_unread", []), list):
-        raise ConfigurationError("audit: 'crds' must be a dictionary and 'crds_unread' a list, as storage_version_audit "
-                                 "returns them; give the registered result unchanged.")
+    """The registered result of ``storage_version_audit`` (``audit_result.parse``), or one error naming the option."""
+    if audit is not None:
+        audit_result.parse(audit, option="audit")
 
 
 def _complete(audit) -> bool:

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model as audit_model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result as audit_result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import stored_versions_errors
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObservedCrd
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -375,25 +376,18 @@ class ObjectPlan:
 
 
 def _check_audit(audit) -> Dict[str, dict]:
-    if not isinstance(audit, dict):
-        raise ValueError(f"must be a dict, got {type(audit).__name__}; {AUDIT_HINT}")
-    if audit.get("failed") or audit.get("skipped"):
-        raise ValueError("is a failed or skipped audit: nothing was measured; fix the audit task and run again")
-    resources = audit.get("resources")
-    if not isinstance(resources, dict) or not isinstance(audit.get("keys_scanned"), int):
-        raise ValueError(f"is not a storage_version_audit result (no resources, keys_scanned); {AUDIT_HINT}")
-    if any(not isinstance(e, dict) for e in resources.values()):
-        raise ValueError(f"has resources that are not audit entries; {AUDIT_HINT}")
+    """The audit parsed as every module parses one (a ConfigurationError naming objects_from_audit), then what an
+    object-level migration needs of it: a target it was judged for (ValueError otherwise)."""
+    resources = audit_result.parse(audit, option="objects_from_audit").resources
     if not any(e.get("judged") for e in resources.values()) and audit.get("not_readable") is None:
-        raise ValueError("was not judged against a target, so it lists no object to migrate: run the audit with "
-                         "target_release (or readable_versions) and names_limit: -1")
+        raise ValueError(f"was not judged against a target, so it lists no object to migrate: {AUDIT_HINT}")
     return resources
 
 
 def objects_from_audit(audit, requested: Optional[List[str]] = None) -> ObjectPlan:
-    """The object-level plan: validated before any request. Raises ValueError (the caller names the option)
-    when the audit is not one, or when a name list was cut at ``names_limit`` (migrating only the first N
-    would leave the rest behind while looking done)."""
+    """The object-level plan: validated before any request. Raises ConfigurationError when the audit is not one;
+    ValueError (the caller names the option) when it was not judged, or when a name list was cut at ``names_limit``
+    (migrating only the first N would leave the rest behind while looking done)."""
     _check_audit(audit)
     listed = audit_model.objects_from_audit(audit)
     wanted = [GroupResource.parse(n).name for n in requested] if requested else None

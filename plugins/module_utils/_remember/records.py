@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result as audit_result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.keys import SHARED_STORAGE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
@@ -112,21 +113,8 @@ def format_time(moment: datetime) -> str:
     return moment.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_time(value: Optional[str]) -> Optional[datetime]:
-    """RFC 3339 (``Z`` or offset, optional fraction) -> aware datetime; None when absent or unreadable."""
-    if not value or not isinstance(value, str):
-        return None
-    text = value.strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    main, dot, rest = text.partition(".")
-    if dot:  # Python 3.9's fromisoformat only takes 3 or 6 fraction digits: drop the fraction
-        text = main + rest.lstrip("0123456789")
-    try:
-        parsed = datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+# One RFC 3339 reader for records and audits alike (an audit's measured_at is checked by the audit's parser).
+parse_time = audit_result.parse_time
 
 
 def _aware(moment: datetime) -> datetime:
@@ -273,10 +261,6 @@ def unserved(name: str, observation) -> bool:
 
 MEASURED_AT_ANNOTATION = "storage.kubeupgrade.io/measured-at"
 MEASURED_FROM_ANNOTATION = "storage.kubeupgrade.io/measured-from"
-AUDIT_HINT = ("give the registered result of kubeupgrade.storage.storage_version_audit "
-              "(register: audit, then audit: \"{{ audit }}\")")
-
-
 @dataclass
 class MeasuredRecord:
     """Persisted hashes of one resource as an audit found them, and when and where it looked."""
@@ -341,37 +325,14 @@ def audit_entry(audit: dict, name: str) -> Optional[dict]:
     return found.get(name) or found.get(SHARED_STORAGE.get(name, ""))
 
 
-def _audit_filter(audit: dict) -> Optional[set]:
-    """The ``resources`` the audit was limited to (from the registered result's ``invocation``), else None."""
-    args = (audit.get("invocation") or {}).get("module_args") or {}
-    names = args.get("resources") if isinstance(args, dict) else None
-    return set(names) if isinstance(names, list) and names else None
-
-
-def _check_entry(name, entry) -> None:
-    if not isinstance(entry, dict) or not isinstance(entry.get("objects"), int) or not isinstance(entry.get("hashes", []), list):
-        raise ValueError(f"resources[{name}] is not an audit entry (objects, hashes); {AUDIT_HINT}")
-
-
-def measurement_from_audit(audit) -> Measurement:
-    """Validate an audit result before any request; ValueError (the caller names the option) otherwise."""
-    if not isinstance(audit, dict):
-        raise ValueError(f"must be a dict, got {type(audit).__name__}; {AUDIT_HINT}")
-    if audit.get("failed") or audit.get("skipped"):
-        raise ValueError("is a failed or skipped audit: nothing was measured; fix the audit task and run again")
-    resources = audit.get("resources")
-    if not isinstance(resources, dict) or not isinstance(audit.get("keys_scanned"), int) or not audit.get("endpoint"):
-        raise ValueError(f"is not a storage_version_audit result (no resources, keys_scanned, endpoint); {AUDIT_HINT}")
-    measured_at = audit.get("measured_at")
-    if parse_time(measured_at) is None:
-        raise ValueError(f"has no readable measured_at ({measured_at!r}); {AUDIT_HINT}")
-    for name, entry in resources.items():
-        _check_entry(name, entry)
-    audited = _audit_filter(audit)
-    filtered = bool(audit.get("filtered_out")) or audited is not None
-    covers = not audit.get("outside_layout") and (not filtered or audited is not None)
-    source = f"{audit['endpoint']}{audit.get('prefix') or ''}"
-    return Measurement(audit, format_time(parse_time(measured_at)), source, covers, audited)
+def measurement_from_audit(audit, option: str = "audit") -> Measurement:
+    """An audit result checked before any request (``audit_result.parse``: a ``ConfigurationError`` naming
+    ``option`` otherwise), as records need it."""
+    parsed = audit_result.parse(audit, option)
+    filtered = bool(audit.get("filtered_out")) or parsed.audited is not None
+    covers = not audit.get("outside_layout") and (not filtered or parsed.audited is not None)
+    audited = set(parsed.audited) if parsed.audited is not None else None
+    return Measurement(audit, format_time(parsed.measured_at), parsed.source, covers, audited)
 
 
 def _newer_measurement(existing: Optional[StorageStateRecord], measured_at: str) -> Optional[str]:

@@ -11,6 +11,7 @@ from test_remember_storage_state_io import Store, client_for
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io as io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN, storage_version_hash
 
 NOW = datetime(2026, 11, 21, 15, 0, tzinfo=timezone.utc)
@@ -88,7 +89,7 @@ def test_no_current_hash_is_not_measured():
     pytest.param({**audit({}), "resources": [1]}, "not a storage_version_audit result", id="resources-list"),
 ])
 def test_bad_audit_values_are_named(value, fragment):
-    with pytest.raises(ValueError) as info:
+    with pytest.raises(ConfigurationError) as info:
         records.measurement_from_audit(value)
     assert fragment in str(info.value)
 

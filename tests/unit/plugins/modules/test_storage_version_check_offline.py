@@ -35,8 +35,8 @@ def test_offline_ignores_connection_options_under_module_defaults(run_module, fa
 
 @pytest.mark.parametrize("extra, needle", [
     ({}, "give audit"),
-    ({"audit": {"resources": {}, "measured_at": "t"}, "target_endpoint": "https://10.0.0.14:6443"}, "target_endpoint needs"),
-    ({"audit": {"resources": {}, "measured_at": "t"}, "running_releases": ["1.99"]}, "running_releases: no release profile"),
+    ({"audit": audit_of([]), "target_endpoint": "https://10.0.0.14:6443"}, "target_endpoint needs"),
+    ({"audit": audit_of([]), "running_releases": ["1.99"]}, "running_releases: no release profile"),
 ])
 def test_offline_options_are_refused_before_anything(run_module, fake_cluster, extra, needle):
     failed, result = run_module(module, {**BASE_ARGS, "offline": True, "target_release": "1.33", **extra})
