@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The connection options every cluster-facing module shares, defined once.
+"""The connection options every cluster-facing module shares, and those of every module reading etcd, defined once.
 
 Names, aliases and ``K8S_AUTH_*`` environment fallbacks follow kubernetes.core, so an operator's
 existing ``module_defaults`` and environment work unchanged. Modules deep-copy the spec and add
@@ -53,5 +53,24 @@ def connection_argument_spec(endpoints: bool = True, **extra) -> dict:
     spec = copy.deepcopy(CONNECTION_ARG_SPEC)
     if endpoints:
         spec.update(copy.deepcopy(ENDPOINTS_ARG_SPEC))
+    spec.update(extra)
+    return spec
+
+
+# The etcd connection options (doc_fragments/etcd.py), shared by every module that reads etcd: the action group
+# ``kubeupgrade.storage.etcd`` sets them once. A module's own meaning of an option (a required one) overrides it.
+ETCD_ARG_SPEC = {
+    "etcd_endpoints": {"type": "list", "elements": "str"},
+    "etcd_ca_cert": {"type": "path"},
+    "etcd_client_cert": {"type": "path"},
+    "etcd_client_key": {"type": "path", "no_log": False},
+    "etcd_validate_certs": {"type": "bool", "default": True},
+    "etcd_request_timeout": {"type": "float", "default": 30},
+}
+
+
+def etcd_argument_spec(**extra) -> dict:
+    """A fresh copy of the etcd connection spec, extended (or overridden) with a module's own options."""
+    spec = copy.deepcopy(ETCD_ARG_SPEC)
     spec.update(extra)
     return spec

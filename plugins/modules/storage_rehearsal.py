@@ -27,7 +27,8 @@ description:
   - "On a kubeadm or kubespray control-plane host the storage flags and the etcd connection are read from the static
     pod manifest O(apiserver_manifest) by default: C(--encryption-provider-config), C(--runtime-config),
     C(--feature-gates), C(--etcd-prefix), C(--storage-media-type), C(--service-cluster-ip-range), C(--etcd-servers),
-    C(--etcd-cafile), C(--etcd-certfile), C(--etcd-keyfile). Options override them."
+    C(--etcd-cafile), C(--etcd-certfile), C(--etcd-keyfile). Options override them; the etcd connection is the
+    manifest's (each file replaced by its option when given) only without O(etcd_endpoints)."
   - Feed the result to M(kubeupgrade.storage.storage_version_check) as O(kubeupgrade.storage.storage_version_check#module:rehearsal),
     which gates on it.
   - Runs the same in check mode (it changes nothing in the cluster).
@@ -56,29 +57,6 @@ options:
     description:
       - An C(etcdctl snapshot save) file to rehearse on instead of the live etcd (the backup every upgrade guide asks for).
     type: path
-  etcd_endpoints:
-    description:
-      - The live etcd to copy from, as for M(kubeupgrade.storage.storage_version_audit). Default the manifest's
-        C(--etcd-servers).
-    type: list
-    elements: str
-  etcd_ca_cert:
-    description: CA of etcd's serving certificate. Default the manifest's C(--etcd-cafile).
-    type: path
-  etcd_client_cert:
-    description: Client certificate etcd accepts. Default the manifest's C(--etcd-certfile).
-    type: path
-  etcd_client_key:
-    description: Key of O(etcd_client_cert). Default the manifest's C(--etcd-keyfile).
-    type: path
-  etcd_validate_certs:
-    description: Verify etcd's TLS certificate. Turn off only for tests.
-    type: bool
-    default: true
-  etcd_request_timeout:
-    description: Seconds to wait for each page read from the live etcd.
-    type: float
-    default: 30
   page_size:
     description: Keys per range request to the live etcd (1 to 10000).
     type: int
@@ -157,6 +135,8 @@ options:
     elements: str
     choices: [unsafe, removed, unknown]
     default: [unsafe, removed, unknown]
+extends_documentation_fragment:
+  - kubeupgrade.storage.etcd
 notes:
   - The binary may also come from the target image (C(registry.k8s.io/kube-apiserver:vX.Y.Z)); extract it first, for
     example with C(ctr image mount), and give its path.
@@ -285,22 +265,17 @@ report_markdown:
 """
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.connection_args import etcd_argument_spec
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 
 def argument_spec() -> dict:
-    return dict(
+    return etcd_argument_spec(
         apiserver_binary=dict(type="path", required=True),
         target_release=dict(type="str"),
         etcd_binary=dict(type="path"),
         etcdutl_binary=dict(type="path"),
         snapshot=dict(type="path"),
-        etcd_endpoints=dict(type="list", elements="str"),
-        etcd_ca_cert=dict(type="path"),
-        etcd_client_cert=dict(type="path"),
-        etcd_client_key=dict(type="path", no_log=False),
-        etcd_validate_certs=dict(type="bool", default=True),
-        etcd_request_timeout=dict(type="float", default=30),
         page_size=dict(type="int", default=1000),
         pages_per_second=dict(type="float", default=20),
         apiserver_manifest=dict(type="path"),

@@ -36,27 +36,6 @@ options:
     type: str
     choices: [restore, checksum]
     default: restore
-  etcd_endpoints:
-    description: etcd client URLs (needed to take a snapshot), as for M(kubeupgrade.storage.storage_version_audit).
-    type: list
-    elements: str
-  etcd_ca_cert:
-    description: CA of etcd's serving certificate. kubeadm C(/etc/kubernetes/pki/etcd/ca.crt).
-    type: path
-  etcd_client_cert:
-    description: Client certificate etcd accepts. kubeadm C(/etc/kubernetes/pki/apiserver-etcd-client.crt).
-    type: path
-  etcd_client_key:
-    description: Key of O(etcd_client_cert).
-    type: path
-  etcd_validate_certs:
-    description: Verify etcd's TLS certificate. Turn off only for tests.
-    type: bool
-    default: true
-  etcd_request_timeout:
-    description: Seconds to wait for etcd's answers (the snapshot streams for as long as it needs).
-    type: float
-    default: 30
   etcd_prefix:
     description: The apiserver's C(--etcd-prefix), for the count of keys in the restored copy.
     type: str
@@ -70,6 +49,8 @@ options:
   work_dir:
     description: Where the private scratch directory of O(verify=restore) is made. Default the system's temporary directory.
     type: path
+extends_documentation_fragment:
+  - kubeupgrade.storage.etcd
 seealso:
   - module: kubeupgrade.storage.storage_rehearsal
   - name: Restoring an etcd cluster (Kubernetes documentation)
@@ -150,20 +131,15 @@ restore_steps:
 """
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._snapshot import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.connection_args import etcd_argument_spec
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 
 def argument_spec() -> dict:
-    return dict(
+    return etcd_argument_spec(
         dest=dict(type="path", required=True),
         overwrite=dict(type="bool", default=False),
         verify=dict(type="str", choices=["restore", "checksum"], default="restore"),
-        etcd_endpoints=dict(type="list", elements="str"),
-        etcd_ca_cert=dict(type="path"),
-        etcd_client_cert=dict(type="path"),
-        etcd_client_key=dict(type="path", no_log=False),
-        etcd_validate_certs=dict(type="bool", default=True),
-        etcd_request_timeout=dict(type="float", default=30),
         etcd_prefix=dict(type="str", default="/registry"),
         etcd_binary=dict(type="path"),
         etcdutl_binary=dict(type="path"),

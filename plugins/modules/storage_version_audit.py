@@ -24,34 +24,7 @@ description:
 author: kubeupgrade.storage maintainers (@kubeupgrade)
 options:
   etcd_endpoints:
-    description:
-      - etcd client URLs, tried in order until one answers; the whole scan then reads that one.
-      - On kubeadm clusters, C(https://<control-plane node address>:2379).
-    type: list
-    elements: str
     required: true
-  etcd_ca_cert:
-    description:
-      - CA certificate that signed etcd's serving certificate. kubeadm C(/etc/kubernetes/pki/etcd/ca.crt).
-    type: path
-  etcd_client_cert:
-    description:
-      - Client certificate etcd accepts. kubeadm C(/etc/kubernetes/pki/apiserver-etcd-client.crt) (the apiserver's own).
-    type: path
-  etcd_client_key:
-    description:
-      - Key of O(etcd_client_cert). kubeadm C(/etc/kubernetes/pki/apiserver-etcd-client.key).
-    type: path
-  etcd_validate_certs:
-    description:
-      - Verify etcd's TLS certificate against O(etcd_ca_cert) (or the system CAs). Turn off only for tests.
-    type: bool
-    default: true
-  etcd_request_timeout:
-    description:
-      - Seconds to wait for each page.
-    type: float
-    default: 30
   etcd_prefix:
     description:
       - The kube-apiserver's C(--etcd-prefix). C(/registry) and C(/registry/) read the same keys.
@@ -117,12 +90,8 @@ options:
     type: int
     default: 20
 extends_documentation_fragment:
+  - kubeupgrade.storage.etcd
   - kubeupgrade.storage.attributes.read_only
-attributes:
-  action_group:
-    description: Use C(group/kubeupgrade.storage.etcd) in C(module_defaults) to set the etcd connection options once.
-    support: full
-    membership: [kubeupgrade.storage.etcd]
 notes:
   - Safe on a live cluster. It sends only range requests of at most O(page_size) keys, pinned to the revision of the
     first page so the scan is one consistent snapshot that never blocks writers, at most O(page_size) x
@@ -310,17 +279,13 @@ prefix:
 """
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.connection_args import etcd_argument_spec
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 
 def argument_spec() -> dict:
-    return dict(
+    return etcd_argument_spec(
         etcd_endpoints=dict(type="list", elements="str", required=True),
-        etcd_ca_cert=dict(type="path"),
-        etcd_client_cert=dict(type="path"),
-        etcd_client_key=dict(type="path", no_log=False),
-        etcd_validate_certs=dict(type="bool", default=True),
-        etcd_request_timeout=dict(type="float", default=30),
         etcd_prefix=dict(type="str", default="/registry"),
         page_size=dict(type="int", default=1000),
         pages_per_second=dict(type="float", default=20),
