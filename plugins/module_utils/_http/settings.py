@@ -319,11 +319,17 @@ def _named(doc: dict, key: str, name) -> Optional[dict]:
 
 def _data_file(data: str, suffix: str) -> str:
     """A ``*-data`` field written to a private temporary file (removed at exit), as the kubernetes loader does."""
+    content = base64.b64decode(data)  # before the file exists: data that is not base64 leaves nothing behind
     handle, path = tempfile.mkstemp(prefix="kubeupgrade-", suffix=suffix)
+    atexit.register(_remove, path)
     with os.fdopen(handle, "wb") as out:
-        out.write(base64.b64decode(data))
-    atexit.register(lambda: os.path.exists(path) and os.unlink(path))
+        out.write(content)
     return path
+
+
+def _remove(path: str) -> None:
+    if os.path.exists(path):
+        os.unlink(path)
 
 
 def _file_field(entry: dict, key: str, base_dir: str, suffix: str) -> Optional[str]:

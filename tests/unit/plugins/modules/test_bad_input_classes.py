@@ -13,6 +13,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,6 +219,21 @@ class TestKubeconfigMapping:
         failed, result = run_module(module(name), args)
         assert failed
         assert_one_clean_failure(result, needles)
+
+    @pytest.mark.parametrize("user", [
+        {"client-certificate-data": "Y2VydA==", "client-key-data": "not*base64"},
+        {"client-certificate-data": "not*base64", "client-key-data": "a2V5"},
+    ], ids=["key", "certificate"])
+    def test_data_that_is_not_base64_is_named_and_leaves_no_file(self, tmp_path, user):
+        """As Ansible runs a module (its own process): one error, and no decoded field left in the temporary directory
+        (a field decoded after its file was made was left there, empty, at every such run)."""
+        args = {"ANSIBLE_MODULE_ARGS": without_host("storage_state", kubeconfig=kubeconfig_doc(user=user))}
+        env = dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=os.pathsep.join(sys.path))
+        out = subprocess.run([sys.executable, "-m", f"{MODULE_PACKAGE}.storage_state"], input=json.dumps(args), env=env,
+                             capture_output=True, text=True, timeout=60, check=False)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        assert_one_clean_failure(result, ["-data' field is not base64"])
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
 
     @pytest.mark.parametrize("name", CLUSTER_MODULES)
     def test_a_ca_cert_file_that_is_not_pem(self, run_module, tmp_path, name):
