@@ -20,8 +20,10 @@ runs the same comparison).
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -43,6 +45,7 @@ def _collection():
         from ansible_collections.kubeupgrade.storage.plugins.module_utils import profiles, rbac
     except ImportError:
         link_root = Path(tempfile.mkdtemp(prefix="kubeupgrade-rbac-"))
+        atexit.register(shutil.rmtree, link_root, True)  # the link only, never what it points to
         (link_root / "ansible_collections" / "kubeupgrade").mkdir(parents=True)
         os.symlink(ROOT, link_root / "ansible_collections" / "kubeupgrade" / "storage")
         sys.path.insert(0, str(link_root))
