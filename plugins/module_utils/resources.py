@@ -79,3 +79,36 @@ def describe_unknown(option: str, missing: Dict[str, List[str]]) -> str:
     return (f"{option}: no apiserver serves, no StorageState records and no release data knows {', '.join(parts)}. "
             "Use kubectl-style names: <resource>.<group>, or just <resource> for the core group (pods, "
             "deployments.apps, widgets.example.com).")
+
+
+def unserved(name: str, observation) -> bool:
+    """True when no running apiserver serves ``name`` and no CRD defines it: a typo, or a record left from an earlier
+    release.
+
+    Only when every apiserver answered and its discovery of the resource's group is complete: a group
+    we could not read may serve it. Aggregated APIs keep their objects elsewhere, so they do not count.
+    """
+    if not observation.endpoints or name in observation.crds:
+        return False
+    group = GroupResource.parse(name).group
+    ignore = observation.aggregated_group_versions()
+    return all(ep.covers(group, ignore) and name not in ep.resources for ep in observation.endpoints)
+
+
+def unserved_names(requested: Iterable[str], observation, profiles=None) -> Dict[str, List[str]]:
+    """Requested names that no apiserver serves (``unserved``), each with the closest names they serve or (an
+    observation limited to the requested names sees no others) the release data of the releases they run has."""
+    pool = {name for ep in observation.endpoints for name in ep.resources}
+    for release in {ep.release for ep in observation.endpoints if ep.release}:
+        if profiles is not None and release in profiles:
+            pool |= set(profiles.get(release).resources)
+    return {name: closest(name, pool) for name in requested if unserved(name, observation)}
+
+
+def describe_unserved(option: str, missing: Dict[str, List[str]], endpoints: Iterable[str]) -> str:
+    """The error for ``unserved_names``: the option, each name with "did you mean", the apiservers asked."""
+    parts = [f"{name!r}" + (f" (did you mean {' or '.join(suggestions)}?)" if suggestions else "")
+             for name, suggestions in missing.items()]
+    return (f"{option}: no apiserver serves {', '.join(parts)} (asked {', '.join(endpoints)}, each with complete "
+            "discovery). Use kubectl-style names: <resource>.<group>, or just <resource> for the core group (pods, "
+            "deployments.apps, widgets.example.com).")

@@ -27,6 +27,10 @@ options:
     description:
       - Resources to keep records for, by kubectl-style name (C(pods), C(deployments.apps)). Default is every
         persisted resource any endpoint reports.
+      - With O(state=present), a name that no apiserver serves (every apiserver answered, with
+        complete discovery of its group) is an error naming the closest names and the apiservers asked; nothing is
+        written. The StorageState CRD's own C(storagestates.migration.k8s.io) is not refused while O(install_crd) may
+        install it.
     type: list
     elements: str
     default: []
@@ -167,11 +171,8 @@ diff:
   sample: {"before": {"deployments.apps": null}, "after": {"deployments.apps": {"status": {}}}}
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records, storage_state_io
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 
 def argument_spec() -> dict:
@@ -184,73 +185,8 @@ def argument_spec() -> dict:
     }
 
 
-def measurement(params: dict):
-    """The ``audit`` option, validated before any request (None when not given)."""
-    if params.get("audit") is None:
-        return None
-    if params["state"] == "absent":
-        raise ConfigurationError("audit sets records (state=present); it cannot be used with state=absent.")
-    return records.measurement_from_audit(params["audit"], option="audit")
-
-
-def remove(module: KubeUpgradeModule, observation, cluster) -> dict:
-    """state=absent: the named records, or every record nothing serves any more."""
-    names = module.params["resources"]
-    incomplete = [e.endpoint for e in observation.endpoints if not e.complete]
-    if not names and incomplete:
-        raise KubeUpgradeError("state=absent without resources removes the records of resources no apiserver serves, "
-                               f"which cannot be told while {', '.join(incomplete)} is not fully observed: fix it, or "
-                               "name the records in resources.")
-    existing = storage_state_io.read_records(cluster)
-    if not names:
-        names = sorted(name for name in existing if records.unserved(name, observation))
-    changes = storage_state_io.remove_records(cluster, names, existing, module.check_mode)
-    removed = [c for c in changes if c.action == storage_state_io.REMOVED]
-    result = {
-        "changed": bool(removed),
-        "records": [c.to_dict() for c in changes],
-        "crd_installed": False,
-        "unreachable_endpoints": [e.endpoint for e in observation.endpoints if not e.reachable],
-        "msg": (("would remove " if module.check_mode else "removed ") + f"{len(removed)} StorageState record(s)"
-                + (f": {', '.join(c.name for c in removed)}" if removed else "")),
-    }
-    if module.diff_mode:
-        result["diff"] = {"before": {c.name: c.before for c in removed}, "after": {c.name: None for c in removed}}
-    return result
-
-
-def run(module: KubeUpgradeModule) -> dict:
-    params = module.params
-    if params["heartbeat_interval"] < 1:
-        raise ConfigurationError(f"heartbeat_interval must be at least 1 second, got {params['heartbeat_interval']}.")
-    measured = measurement(params)
-    cluster = module.client()
-    wanted = None if params["state"] == "absent" else params["resources"] or None
-
-    def observe_now():
-        return observe(module.endpoint_clients(), load_profiles(), resources=wanted, include=(), cluster_client=cluster)
-
-    observation = observe_now()
-    if not any(e.reachable for e in observation.endpoints):
-        raise KubeUpgradeError(
-            "No apiserver could be observed, so no storage hash can be recorded: "
-            + "; ".join(e.error or e.endpoint for e in observation.endpoints))
-    if params["state"] == "absent":
-        return remove(module, observation, cluster)
-    if measured is not None and not measured.covers_absent:
-        module.warn("the audit was limited to some resources or found keys outside the apiserver's key layout: resources "
-                    "it did not count keep their remembered records (Unknown for a new one)")
-    request = storage_state_io.Refresh(params["resources"] or None, params["install_crd"], params["heartbeat_interval"],
-                                       module.check_mode, measured)
-    result, _observation = storage_state_io.refresh(cluster, observation, request, reobserve=observe_now, warn=module.warn)
-    diff = result.pop("diff")
-    if module.diff_mode:
-        result["diff"] = diff
-    return result
-
-
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), empty_result={"records": [], "crd_installed": False, "unreachable_endpoints": []}, supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result=runner.EMPTY_RESULT, supports_check_mode=True).run(runner.run)
 
 
 if __name__ == "__main__":

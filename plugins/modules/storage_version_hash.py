@@ -139,12 +139,8 @@ candidates:
   sample: [v1beta1, v1beta2, v1beta3, v1]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.discovery import sort_versions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._hash import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
-
-EMPTY_RESULT = {"hash": "", "version": "", "api_version": "", "group": "", "kind": ""}
 
 
 def argument_spec() -> dict:
@@ -161,54 +157,8 @@ def argument_spec() -> dict:
     )
 
 
-def _api_version(group, version):
-    if not version:
-        return None
-    return f"{group}/{version}" if group else version
-
-
-def run(kum) -> dict:
-    params = kum.params
-    group, kind, version = params["group"], params["kind"], params["version"]
-    resource, release, hash_value = params["resource"], params["release"], params["hash"]
-    profile_versions = set()
-    storage_version = None
-    if resource:
-        profiles = load_profiles(params["profiles_file"], params["profiles"])
-        profile_group, profile_kind, profile_versions = profiles.hash_candidates(resource, release)
-        group = profile_group if group is None else group
-        kind = kind or profile_kind
-        if release:
-            storage_version = profiles.get(release).get(resource).storage_version
-    elif release:
-        raise errors.ConfigurationError("release is only used with resource: give resource too (e.g. resource: deployments.apps)")
-    group = group or ""
-    if not kind:
-        raise errors.ConfigurationError("kind is required (e.g. kind: Deployment) unless resource names a resource in the release data")
-
-    if hash_value is None:
-        version = version or storage_version
-        if not version:
-            raise errors.ConfigurationError(
-                "give version to compute a hash (e.g. version: v1), or hash to look one up, or resource and release")
-        computed = hashing.storage_version_hash(group, version, kind)
-        return dict(changed=False, hash=computed, version=version, api_version=_api_version(group, version), group=group, kind=kind,
-                    msg=f"{group}/{version}/{kind} hashes to {computed}")
-
-    candidates = sort_versions(set(params["candidates"] or []) | set(profile_versions) | ({version} if version else set()))
-    if not candidates:
-        raise errors.ConfigurationError("a reverse lookup needs candidates (e.g. candidates: [v1beta1, v1]) or a resource from the release data")
-    found = hashing.reverse_lookup(hash_value, group, kind, candidates)
-    if found:
-        msg = f"{hash_value} is {_api_version(group, found)} {kind}"
-    else:
-        msg = f"{hash_value} matches none of {', '.join(candidates)} for {group or 'core'} {kind}: treat it as unknown"
-    return dict(changed=False, hash=hash_value, version=found, api_version=_api_version(group, found), group=group, kind=kind,
-                candidates=candidates, msg=msg)
-
-
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), connection=False, empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), connection=False, empty_result=runner.EMPTY_RESULT, supports_check_mode=True).run(runner.run)
 
 
 if __name__ == "__main__":

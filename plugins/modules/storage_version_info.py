@@ -27,6 +27,8 @@ options:
     description:
       - Resources to report, by kubectl-style name (C(pods), C(deployments.apps), C(widgets.example.com)).
       - Only the groups of these resources are discovered. Default is every persisted resource.
+      - A name that no apiserver serves and no CRD defines (every apiserver answered, with complete discovery of its
+        group) is an error naming the closest names and the apiservers asked.
     type: list
     elements: str
     default: []
@@ -167,79 +169,19 @@ identity_leases:
             "renew_time": "2026-11-21T14:19:31.852662Z"}]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES, observe
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
-
-EMPTY_RESULT = {"endpoints": [], "resources": {}, "agreed": False, "unreachable_endpoints": [], "unready": [], "crds": {},
-                "storage_states": {}, "storage_state_crd_installed": False, "storage_versions": {},
-                "storage_version_api_served": False, "identity_leases": []}
 
 
 def argument_spec() -> dict:
     return {
         "resources": {"type": "list", "elements": "str", "default": []},
-        "include": {"type": "list", "elements": "str", "choices": list(INCLUDE_CHOICES), "default": list(INCLUDE_CHOICES)},
+        "include": {"type": "list", "elements": "str", "choices": list(runner.INCLUDE_CHOICES), "default": list(runner.INCLUDE_CHOICES)},
     }
-
-
-def endpoint_result(ep) -> dict:
-    return {
-        "endpoint": ep.endpoint, "reachable": ep.reachable, "error": ep.error, "status": ep.status,
-        "git_version": ep.git_version, "release": ep.release, "ready": ep.ready, "failed_groups": list(ep.failed_groups),
-        "resources": {name: {"hash": r.storage_hash, "storage_version": r.storage_version,
-                             "served_versions": list(r.served_versions), **({"hash_mismatch": r.hash_mismatch} if r.hash_mismatch else {})}
-                      for name, r in sorted(ep.resources.items())},
-    }
-
-
-def info_result(observation, resources, include) -> dict:
-    """The module result from an Observation (kept here, not in observe.py, because it is this module's format)."""
-    data = observation.to_dict()
-    agreement = observation_agreement(observation, resources)
-    unreachable = [e.endpoint for e in observation.endpoints if not e.reachable] + list(agreement.incomplete)
-    return {
-        "changed": False,
-        "endpoints": [endpoint_result(ep) for ep in observation.endpoints],
-        "resources": resource_table(observation, resources or None),
-        "agreed": bool(agreement.agreed) and not unreachable,
-        "unreachable_endpoints": unreachable,
-        "unready": [e.endpoint for e in observation.endpoints if e.reachable and not e.ready],
-        "crds": data["crds"] if "crds" in include else {},
-        "storage_states": data["storage_states"],
-        "storage_state_crd_installed": observation.storage_state_crd_installed,
-        "storage_versions": data["storage_versions"],
-        "storage_version_api_served": observation.storage_version_api_served,
-        "identity_leases": data["identity_leases"],
-    }
-
-
-def run(module: KubeUpgradeModule) -> dict:
-    params = module.params
-    clients = module.endpoint_clients()
-    cluster = module.client()
-    observation = observe(clients, load_profiles(), resources=params["resources"] or None, include=params["include"],
-                          cluster_client=cluster)
-    result = info_result(observation, params["resources"], params["include"])
-    if not any(e.reachable for e in observation.endpoints):
-        raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
-                               + ". Fix the connection (the errors above name the cause) and run again.",
-                               result=result)
-    bad = [e for e in observation.endpoints if not e.complete]
-    reachable = len(observation.endpoints) - len(bad)
-    result["msg"] = (f"{reachable}/{len(observation.endpoints)} apiserver(s) observed, {len(result['resources'])} resource(s); "
-                     + ("all agree" if result["agreed"] else "they do NOT all agree"))
-    for ep in bad:
-        module.warn(ep.error or f"apiserver {ep.endpoint} was not fully observed")
-    for warning in observation.warnings:
-        module.warn(warning)
-    return result
 
 
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result=runner.EMPTY_RESULT, supports_check_mode=True).run(runner.run)
 
 
 if __name__ == "__main__":

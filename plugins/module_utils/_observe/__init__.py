@@ -3,5 +3,5 @@
 
 ``model`` (the observation as data classes), ``discovery`` and ``crds`` (parsers of discovery
 documents and CRDs) are pure; ``apiserver_io`` does the requests (discovery, cluster-wide LISTs,
-object counts).
+object counts); ``runner`` is what ``storage_version_info`` calls.
 """

@@ -2,5 +2,5 @@
 """remember: StorageState records (``migration.k8s.io/v1alpha1``), the memory of what may be persisted.
 
 ``records`` plans every record change (pure); ``storage_state_io`` reads and writes them, installs
-the StorageState CRD, and removes records nothing serves any more.
+the StorageState CRD, and removes records nothing serves any more; ``runner`` is what ``storage_state`` calls.
 """

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result as audit_result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.keys import SHARED_STORAGE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
@@ -244,17 +245,8 @@ def is_stale(record: Optional[StorageStateRecord], now: datetime, max_age_second
     return (_aware(now) - last).total_seconds() > float(max_age_seconds)
 
 
-def unserved(name: str, observation) -> bool:
-    """True when no running apiserver serves ``name`` and no CRD defines it: a record left from an earlier release.
-
-    Only when every apiserver answered and its discovery of the resource's group is complete: a group
-    we could not read may serve it. Aggregated APIs keep their objects elsewhere, so they do not count.
-    """
-    if not observation.endpoints or name in observation.crds:
-        return False
-    group = GroupResource.parse(name).group
-    ignore = observation.aggregated_group_versions()
-    return all(ep.covers(group, ignore) and name not in ep.resources for ep in observation.endpoints)
+# Whether a name is served is decided with the names (resources.py), for every module that takes names.
+unserved = names.unserved
 
 
 # --- records set from an etcd audit (measured, not remembered) ---------------------------------------------------

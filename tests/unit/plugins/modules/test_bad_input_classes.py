@@ -437,6 +437,13 @@ ELEMENT_CASES = [
     ("storage_version_info", "endpoints", [5], ["'endpoints'"]),
     ("storage_version_info", "endpoints", [{"url": "https://10.0.0.11:6443"}], ["'endpoints'"]),
     ("storage_version_info", "resources", [{"name": "pods"}], ["'resources'"]),
+    # a name no apiserver serves (each answered, with complete discovery): the option, did you mean, the apiservers asked
+    ("storage_version_info", "resources", ["deployment.apps"],
+     ["resources: no apiserver serves 'deployment.apps' (did you mean deployments.apps", "https://10.0.0.11:6443"]),
+    ("storage_version_info", "resources", ["pods", "pod"], ["resources: no apiserver serves 'pod' (did you mean pods"]),
+    ("storage_state", "resources", ["deployment.apps"],
+     ["resources: no apiserver serves 'deployment.apps' (did you mean deployments.apps", "https://10.0.0.13:6443"]),
+    ("storage_state", "resources", ["configmap"], ["resources: no apiserver serves 'configmap' (did you mean configmaps"]),
     ("storage_version_info", "include", [5], ["include"]),
     ("storage_version_check", "fail_on", ["never"], ["fail_on"]),
 ]

@@ -4,7 +4,8 @@
 from __future__ import annotations
 
 import pytest
-from kube_module_args import BASE_ARGS
+from kube_fakes import unreachable
+from kube_module_args import BASE_ARGS, ENDPOINTS
 
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_state as module
 
@@ -51,3 +52,31 @@ def test_bad_audit_is_one_error_before_any_request(run_module, fake_cluster, arg
     failed, result = run_module(module, {**BASE_ARGS, **args})
     assert failed and fragment in result["msg"], result["msg"]
     assert fake_cluster.log == []
+
+
+def test_a_name_no_apiserver_serves_is_an_error_before_any_write(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["pods", "deployment.apps"]})
+    assert failed and result["error"]["type"] == "ConfigurationError"
+    assert result["msg"].startswith("resources: no apiserver serves 'deployment.apps' (did you mean deployments.apps"), result["msg"]
+    assert "asked https://10.0.0.11:6443, https://10.0.0.12:6443, https://10.0.0.13:6443" in result["msg"]
+    assert fake_cluster.writes() == []
+
+
+def test_a_name_is_not_refused_while_an_apiserver_cannot_tell(run_module, fake_cluster):
+    for path in list(fake_cluster.routes[ENDPOINTS[1]]):
+        fake_cluster.routes[ENDPOINTS[1]][path] = unreachable()
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployment.apps"]}, check_mode=True)
+    assert not failed and "no apiserver serves" not in result.get("msg", ""), result
+
+
+def test_state_absent_removes_the_record_of_a_name_nothing_serves(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["podsecuritypolicies.policy"], "state": "absent"},
+                                check_mode=True)
+    assert not failed, result["msg"]
+
+
+def test_the_storage_state_crd_it_installs_is_not_refused(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["storagestates.migration.k8s.io"]}, check_mode=True)
+    assert not failed, result["msg"]
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["storagestates.migration.k8s.io"], "install_crd": False})
+    assert failed and "storagestates.migration.k8s.io" in result["msg"]

@@ -89,3 +89,25 @@ def test_kubeconfig_without_the_context_is_one_clear_error(run_module, fake_clus
     failed, result = run_module(module, {"kubeconfig": str(kubeconfig), "context": "missing"})
     assert failed and "missing" in result["msg"] and "real" in result["msg"]
     assert "exception" not in result
+
+
+def test_a_name_no_apiserver_serves_is_an_error_naming_the_option_and_the_apiservers(run_module, fake_cluster):
+    with_cluster_records(fake_cluster)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["pods", "deployment.apps"]})
+    assert failed and result["error"]["type"] == "ConfigurationError"
+    assert result["msg"].startswith("resources: no apiserver serves 'deployment.apps' (did you mean deployments.apps"), result["msg"]
+    assert f"asked {', '.join(ENDPOINTS)}" in result["msg"]
+    assert result["resources"]["pods"]["agreed"] is True, "the observation is returned with the failure"
+
+
+def test_a_custom_resource_a_crd_defines_is_not_refused(run_module, fake_cluster):
+    with_cluster_records(fake_cluster)
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["widgets.example.com"]})
+    assert not failed, result["msg"]
+
+
+def test_a_name_is_not_refused_while_an_apiserver_cannot_tell(run_module, fake_cluster):
+    for path in list(fake_cluster.routes[ENDPOINTS[1]]):
+        fake_cluster.routes[ENDPOINTS[1]][path] = unreachable()
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployment.apps"]})
+    assert not failed and result["resources"]["deployment.apps"]["hashes"] == {} and result["agreed"] is False

@@ -1,0 +1,74 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""What ``storage_version_info`` calls: observe every apiserver once and report it, with the agreement between them;
+a resource name no apiserver serves is an error, never an empty report."""
+
+from __future__ import annotations
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES, observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+
+__all__ = ["EMPTY_RESULT", "INCLUDE_CHOICES", "endpoint_result", "info_result", "run"]
+
+EMPTY_RESULT = {"endpoints": [], "resources": {}, "agreed": False, "unreachable_endpoints": [], "unready": [], "crds": {},
+                "storage_states": {}, "storage_state_crd_installed": False, "storage_versions": {},
+                "storage_version_api_served": False, "identity_leases": []}
+
+
+def endpoint_result(ep) -> dict:
+    return {
+        "endpoint": ep.endpoint, "reachable": ep.reachable, "error": ep.error, "status": ep.status,
+        "git_version": ep.git_version, "release": ep.release, "ready": ep.ready, "failed_groups": list(ep.failed_groups),
+        "resources": {name: {"hash": r.storage_hash, "storage_version": r.storage_version,
+                             "served_versions": list(r.served_versions), **({"hash_mismatch": r.hash_mismatch} if r.hash_mismatch else {})}
+                      for name, r in sorted(ep.resources.items())},
+    }
+
+
+def info_result(observation, resources, include) -> dict:
+    """The module result from an Observation (the module's format, not the observation's)."""
+    data = observation.to_dict()
+    agreement = observation_agreement(observation, resources)
+    unreachable = [e.endpoint for e in observation.endpoints if not e.reachable] + list(agreement.incomplete)
+    return {
+        "changed": False,
+        "endpoints": [endpoint_result(ep) for ep in observation.endpoints],
+        "resources": resource_table(observation, resources or None),
+        "agreed": bool(agreement.agreed) and not unreachable,
+        "unreachable_endpoints": unreachable,
+        "unready": [e.endpoint for e in observation.endpoints if e.reachable and not e.ready],
+        "crds": data["crds"] if "crds" in include else {},
+        "storage_states": data["storage_states"],
+        "storage_state_crd_installed": observation.storage_state_crd_installed,
+        "storage_versions": data["storage_versions"],
+        "storage_version_api_served": observation.storage_version_api_served,
+        "identity_leases": data["identity_leases"],
+    }
+
+
+def run(module) -> dict:
+    """Entry point of the module: ``module`` is the KubeUpgradeModule."""
+    params = module.params
+    profiles = load_profiles()
+    observation = observe(module.endpoint_clients(), profiles, resources=params["resources"] or None,
+                          include=params["include"], cluster_client=module.client())
+    result = info_result(observation, params["resources"], params["include"])
+    if not any(e.reachable for e in observation.endpoints):
+        raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
+                               + ". Fix the connection (the errors above name the cause) and run again.",
+                               result=result)
+    missing = names.unserved_names(params["resources"] or [], observation, profiles)
+    if missing:
+        raise ConfigurationError(names.describe_unserved("resources", missing, [e.endpoint for e in observation.endpoints]),
+                                 result=result)
+    bad = [e for e in observation.endpoints if not e.complete]
+    reachable = len(observation.endpoints) - len(bad)
+    result["msg"] = (f"{reachable}/{len(observation.endpoints)} apiserver(s) observed, {len(result['resources'])} resource(s); "
+                     + ("all agree" if result["agreed"] else "they do NOT all agree"))
+    for ep in bad:
+        module.warn(ep.error or f"apiserver {ep.endpoint} was not fully observed")
+    for warning in observation.warnings:
+        module.warn(warning)
+    return result
