@@ -8,6 +8,9 @@ the ``storage_version_audit`` module calls).
 
 Helpers for other capabilities (they take the module's result, ``audit``, as plain data):
 
+- ``result.parse(audit, option) -> AuditResult``: the one check that a value is a registered result, before any
+  request, for every module option that takes one (``audit``, ``objects_from_audit``): a ``ConfigurationError``
+  naming the option, the field and the next step otherwise.
 - ``model.records_from_audit(audit, current_hashes) -> {resource: [persisted hashes]}``: StorageState
   records measured in etcd; ``current_hashes`` is ``{resource: current storage hash}``. Persisted is
   exactly the hashes found, ``[current]`` when nothing or only the current version is stored, and it
