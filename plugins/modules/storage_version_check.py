@@ -66,6 +66,8 @@ options:
         closed. Let a named resource through with O(accept) instead of narrowing this list.
       - Findings that are not about one resource (an apiserver that could not be read, a group/version whose discovery
         failed) have the verdict C(unknown).
+      - In check mode a resource verdict C(needs_migration) or C(unknown) does not block - check mode skips the
+        migration and record writes that would settle it - and is returned in RV(would_block) instead.
     type: list
     elements: str
     choices: [needs_migration, unsafe, unknown, removed, safe]
@@ -196,7 +198,9 @@ options:
     type: str
 attributes:
   check_mode:
-    description: Judges as usual; with O(refresh_records=true) reports which records would change and writes nothing.
+    description:
+      - Judges as usual; with O(refresh_records=true) reports which records would change and writes nothing.
+      - Resource verdicts C(needs_migration) and C(unknown) are reported in RV(would_block), not blocking (see O(fail_on)).
     support: full
   diff_mode:
     description: No diff is returned; RV(records_refreshed) lists each record's change.
@@ -471,6 +475,15 @@ running_releases:
   type: list
   elements: str
   sample: ["1.32"]
+would_block:
+  description:
+    - In check mode, the resource verdicts (C(needs_migration), C(unknown)) in O(fail_on) and not accepted that are
+      reported, not blocking, because check mode skips the migration and record writes that would settle them; same
+      shape as RV(blocking). The notes and reports say so.
+  returned: in check mode
+  type: list
+  elements: dict
+  sample: [{"subject": "secrets", "scope": "resource", "verdict": "needs_migration", "reason": "...", "next_step": "..."}]
 roll:
   description:
     - Where the rolling upgrade stands before the host of O(upgrading) is touched, from the apiservers themselves.

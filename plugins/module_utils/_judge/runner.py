@@ -39,6 +39,10 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles impor
 
 VERDICT_CHOICES = [NEEDS_MIGRATION, UNSAFE, UNKNOWN, REMOVED, SAFE]  # as documented
 DEFAULT_FAIL_ON = [v for v in VERDICT_CHOICES if v != SAFE]  # every verdict not established safe
+# Check mode migrates nothing and writes no record, so a resource verdict those writes would settle is reported, not
+# blocking: a dry run of a play whose gates follow its migration shows the whole run instead of stopping on what the
+# migration fixes. Everything else (unsafe, removed, an apiserver or group/version not read) blocks as it would.
+CHECK_MODE_REPORTED = (NEEDS_MIGRATION, UNKNOWN)
 CLUSTER_READS = ("crds", "storage_states", "storage_versions", "leases")
 
 
@@ -138,6 +142,7 @@ def run(module) -> dict:
         refreshed, observation = storage_state_io.refresh_before_use(
             module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
     judgement = judge_observed(module, observation, (options, target, profiles), count=params.get("count_objects", True))
+    would_block = hold_for_check_mode(judgement) if module.check_mode else None
     if resources:
         _check_names(params, observation, profiles, manifests)
     unjudged = _unjudged_accepts(options.accept, judgement)
@@ -157,10 +162,26 @@ def run(module) -> dict:
     if params.get("upgrading"):
         result["roll"] = roll.position(seen.endpoints, params.get("upgrade_order") or [], params["upgrading"],
                                        release.release if release else None)
+    if would_block is not None:
+        result["would_block"] = would_block
     if refreshed is not None:
         result["records_refreshed"] = refreshed
         result["changed"] = refreshed["changed"]
     return result
+
+
+def hold_for_check_mode(judgement) -> list:
+    """In check mode, unblock the resource verdicts in ``CHECK_MODE_REPORTED`` (the one place that decides what blocks
+    in check mode) and say so in the notes; returns them, in the shape of ``blocking``."""
+    held = [r for r in judgement.resources if r.blocking and r.verdict in CHECK_MODE_REPORTED]
+    for verdict in held:
+        verdict.blocking = False
+    if held:
+        shown = ", ".join(f"{r.resource} ({r.verdict})" for r in held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+        judgement.notes.append(f"Check mode: {len(held)} verdict(s) that would block are reported, not blocking, since check "
+                               f"mode skips the migration and record writes that would settle them: {shown}.")
+    return [{"subject": r.resource, "scope": "resource", "verdict": r.verdict, "reason": r.reason, "next_step": r.next_step}
+            for r in held]
 
 
 def _offline(options: JudgeOptions, profiles, running, unreachable=()):
