@@ -52,16 +52,18 @@ def _blocks():
 
 def _resolve(token, package):
     """Candidate files for a path as the document writes it: from the repository root, from plugins/
-    (``module_utils/...``, ``doc_fragments/...``), from module_utils/ (``_judge/model.py``, ``hashing.py``), or
-    for a bare file name, in the package named just before it first."""
+    (``module_utils/...``, ``doc_fragments/...``), from module_utils/ (``_judge/model.py``, ``hashing.py``), in a
+    role (``defaults/main.yml``), or for a bare file name, in the package named just before it first."""
     token = token.rstrip("/")
     first = token.split("/")[0]
     if first in ROOT_DIRS:
         return [REPO / token]
     if first in ("module_utils", "doc_fragments", "modules", "filter", "action"):
         return [PLUGINS / token]
-    if "/" in token:
+    if "/" in token and first.startswith("_"):
         return [MODULE_UTILS / token]
+    if "/" in token:  # a role's `defaults/main.yml`
+        return sorted((REPO / "roles").glob(f"*/{token}"))
     if package:
         return [MODULE_UTILS / package / token, MODULE_UTILS / token]
     return [MODULE_UTILS / token, *sorted(MODULE_UTILS.glob(f"_*/{token}"))]  # "a `runner.py` where ...": any package's
