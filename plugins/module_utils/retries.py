@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import none_if_missing, paged_items
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     EndpointUnreachable,
@@ -69,19 +70,22 @@ def retry_bound(policy: RetryPolicy) -> str:
 
 @dataclass
 class RetryClock:
-    """Where ``call_with_retries`` reads time and sleeps, and the caller's absolute deadline (clock time)."""
+    """Where ``call_with_retries`` sleeps, and the caller's ``Deadline`` (the API layer's one deadline; time is read
+    on its clock). ``Deadline(None)``: no deadline."""
 
     sleep: object = time.sleep
-    clock: object = time.monotonic
-    deadline: Optional[float] = None
+    deadline: Deadline = field(default_factory=Deadline)
     deadline_hit: bool = False  # set when a retry was given up because its wait would pass the deadline
+
+    @property
+    def clock(self):
+        return self.deadline.clock
 
 
 def _may_wait(policy: RetryPolicy, timing: RetryClock, started: float, wait: float) -> bool:
-    now = timing.clock()
-    if policy.budget is not None and now + wait - started > policy.budget:
+    if policy.budget is not None and timing.clock() + wait - started > policy.budget:
         return False
-    if timing.deadline is not None and now + wait > timing.deadline:
+    if not timing.deadline.allows(wait):
         timing.deadline_hit = True
         return False
     return True
@@ -132,17 +136,14 @@ class RetriedClient:
         self.settings = getattr(client, "settings", None)
         self._deadline_hit = False
 
-    def bounded(self, deadline: Optional[float], sleep=None) -> RetriedClient:
+    def bounded(self, deadline: Optional[Deadline], sleep=None) -> RetriedClient:
         """The same client and policy, giving up at ``deadline`` too (the earlier one wins), sleeping with ``sleep``."""
-        at = self.timing.deadline
-        if deadline is not None:
-            at = deadline if at is None else min(at, deadline)
         return RetriedClient(self.client, self.policy,
-                             RetryClock(sleep=sleep or self.timing.sleep, clock=self.timing.clock, deadline=at),
+                             RetryClock(sleep=sleep or self.timing.sleep, deadline=self.timing.deadline.earlier(deadline)),
                              self.on_retry)
 
     def remaining(self) -> Optional[float]:
-        return None if self.timing.deadline is None else self.timing.deadline - self.timing.clock()
+        return self.timing.deadline.remaining()
 
     def explain(self, error: Exception) -> str:
         """Why ``error`` ended the request: what an operator reads after "failed (...)"."""
@@ -160,7 +161,7 @@ class RetriedClient:
         return max(MIN_REQUEST_TIMEOUT, min(base, remaining))
 
     def _call(self, fn):
-        timing = RetryClock(sleep=self.timing.sleep, clock=self.timing.clock, deadline=self.timing.deadline)
+        timing = RetryClock(sleep=self.timing.sleep, deadline=self.timing.deadline)
         self._deadline_hit = False
         try:
             return call_with_retries(fn, self.policy, on_retry=self.on_retry, timing=timing)

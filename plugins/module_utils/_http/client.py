@@ -6,7 +6,8 @@ and migration need the documents as the server wrote them, not typed models. Eve
 parsed here, once: an error status, a body that is not JSON (an HTML proxy or login page, a cut-off
 answer) and an unreachable endpoint each become an ``ApiError`` or ``EndpointUnreachable`` naming the
 apiserver, the request and the next step. ``get_or_none`` and ``list_all`` hold the two read
-patterns every capability shares (missing means None; a paged LIST that survives an expired token).
+patterns every capability shares (missing means None: ``is_missing``, ``none_if_missing``; a paged LIST that
+survives an expired token).
 """
 
 from __future__ import annotations
@@ -188,13 +189,19 @@ class ApiClient:
         return self.parse("DELETE", path, self.request("DELETE", path, query=query, body=body))
 
 
-def none_if_missing(get: Callable[[], dict]) -> Optional[dict]:
-    """``get()``, or None when the apiserver answers 404 (never for one that did not answer): "missing" decided once,
-    here, for every client that GETs its own way (with retries or not)."""
+def is_missing(error: Exception) -> bool:
+    """The apiserver answered 404: the object, resource or group/version is not there. "Missing" is decided here,
+    once (never for an apiserver that did not answer); ``none_if_missing`` and ``get_or_none`` use it."""
+    return isinstance(error, ApiError) and not isinstance(error, EndpointUnreachable) and error.status == 404
+
+
+def none_if_missing(call: Callable[[], dict]):
+    """``call()``, or None when the apiserver answers 404 (``is_missing``): for every client that GETs its own way
+    (with retries or not), and for a LIST or DELETE where a missing collection or object is not a failure."""
     try:
-        return get()
+        return call()
     except ApiError as error:
-        if error.status == 404 and not isinstance(error, EndpointUnreachable):
+        if is_missing(error):
             return None
         raise
 

@@ -28,8 +28,13 @@ STORAGE_STATE_COLLECTION = f"/apis/{MIGRATION_GROUP}/{MIGRATION_VERSION}/storage
 # StorageVersion objects of the StorageVersionAPI feature (KEP-2339, internal.apiserver.k8s.io/v1alpha1).
 STORAGE_VERSION_COLLECTION = "/apis/internal.apiserver.k8s.io/v1alpha1/storageversions"
 
-# apiserver identity Leases (KEP-1965) live in kube-system.
-LEASE_COLLECTION = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
+# Leases (coordination.k8s.io/v1) in kube-system: the apiservers' identity Leases (KEP-1965) and the migration's
+# own Lease per resource.
+LEASE_NAMESPACE = "kube-system"
+LEASE_COLLECTION = f"/apis/coordination.k8s.io/v1/namespaces/{LEASE_NAMESPACE}/leases"
+
+# APIServices (apiregistration.k8s.io/v1): which group/versions an aggregated server serves.
+APISERVICE_COLLECTION = "/apis/apiregistration.k8s.io/v1/apiservices"
 
 # The in-tree storage version migration API (KEP-4192, storagemigration.k8s.io).
 STORAGE_MIGRATION_GROUP = "storagemigration.k8s.io"
@@ -59,9 +64,24 @@ def storage_state(name: str) -> str:
     return f"{STORAGE_STATE_COLLECTION}/{name}"
 
 
+def storage_state_status(name: str) -> str:
+    """The ``/status`` subresource of one StorageState: the main endpoint drops status changes."""
+    return f"{storage_state(name)}/status"
+
+
+def lease(name: str) -> str:
+    """One Lease in ``LEASE_NAMESPACE``."""
+    return f"{LEASE_COLLECTION}/{name}"
+
+
 def storage_migrations(api_version: str) -> str:
-    """Collection of StorageVersionMigrations for ``api_version`` (``group/version``)."""
+    """Collection of StorageVersionMigrations for ``api_version`` (``group/version``, in-tree or sigs)."""
     return f"/apis/{api_version}/{STORAGE_MIGRATION_RESOURCE}"
+
+
+def storage_migration(api_version: str, name: str) -> str:
+    """One StorageVersionMigration of ``api_version``."""
+    return f"{storage_migrations(api_version)}/{name}"
 
 
 def resource_collection(group: str, version: str, plural: str, namespace: Optional[str] = None) -> str:
@@ -70,6 +90,11 @@ def resource_collection(group: str, version: str, plural: str, namespace: Option
     if namespace:
         return f"{prefix}/namespaces/{namespace}/{plural}"
     return f"{prefix}/{plural}"
+
+
+def resource_object(group: str, version: str, plural: str, name: str, namespace: Optional[str] = None) -> str:
+    """URL of one object of a resource (in ``namespace`` when it is namespaced); ``name`` is used as given."""
+    return f"{resource_collection(group, version, plural, namespace)}/{name}"
 
 
 _VERBS = {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}

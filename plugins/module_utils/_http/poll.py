@@ -1,13 +1,58 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The one wait loop: fetch, test, sleep until a deadline, with the clock and sleep passed in.
+"""The one wait loop and the one deadline: fetch, test, sleep until a ``Deadline``, with the clock and sleep passed in.
 
 Tests drive it with a fake clock, so no wait in the collection needs a real sleep to be tested, and
-every wait ends at its timeout with the last observation in hand for the error message.
+every wait ends at its timeout with the last observation in hand for the error message. A ``Deadline``
+is also what bounds a retry (``retries.RetryClock``) and the migration's rate limiter: one notion of
+"the task's time is up" for every wait.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import time
+from typing import Any, Callable, Optional, Union
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import MigrationError
+
+
+class DeadlineExceeded(MigrationError):
+    """The task's ``timeout`` ran out while waiting (rate limit, retry, lock, poll)."""
+
+
+class Deadline:
+    """An absolute point on ``clock``; ``None`` means no deadline."""
+
+    def __init__(self, at: Optional[float] = None, clock=time.monotonic):
+        self.at = at
+        self.clock = clock
+
+    @classmethod
+    def after(cls, seconds: Optional[float], clock=time.monotonic) -> Deadline:
+        return cls(None if seconds is None else clock() + float(seconds), clock)
+
+    def remaining(self) -> Optional[float]:
+        return None if self.at is None else self.at - self.clock()
+
+    def expired(self) -> bool:
+        return self.at is not None and self.clock() >= self.at
+
+    def allows(self, wait: float) -> bool:
+        """Whether a wait of ``wait`` seconds starting now ends by the deadline."""
+        return self.at is None or self.clock() + wait <= self.at
+
+    def earlier(self, other: Optional[Deadline]) -> Deadline:
+        """The one of the two that comes first (``None`` and ``Deadline(None)`` never come)."""
+        if other is None or other.at is None:
+            return self
+        if self.at is None:
+            return other
+        if self.clock is other.clock:
+            return self if self.at <= other.at else other
+        return self if self.remaining() <= other.remaining() else other
+
+    def check(self, what: str) -> None:
+        if self.expired():
+            raise DeadlineExceeded(f"{what}: the task's timeout ran out.")
 
 
 class PollTimeout(Exception):
@@ -22,21 +67,22 @@ class PollTimeout(Exception):
         self.polls = polls
 
 
-def poll_until(fetch: Callable[[], Any], predicate: Callable[[Any], bool], timeout: float, interval: float,  # noqa: PLR0913
-               clock: Callable[[], float], sleep: Callable[[float], None]):  # (the clock and sleep are injected for tests)
+def poll_until(fetch: Callable[[], Any], predicate: Callable[[Any], bool], timeout: Union[float, Deadline],  # noqa: PLR0913
+               interval: float, clock: Optional[Callable[[], float]] = None, sleep: Callable[[float], None] = time.sleep):
     """Call ``fetch()`` until ``predicate(value)`` holds; return that value.
 
-    The first fetch happens at once; later ones every ``interval`` seconds, never sleeping past the
-    deadline. Raises ``PollTimeout`` (with the last value) once ``timeout`` seconds have passed.
+    ``timeout``: seconds from now on ``clock``, or a ``Deadline`` (on its own clock; ``Deadline(None)`` waits
+    for as long as it takes). The first fetch happens at once; later ones every ``interval`` seconds, never
+    sleeping past the deadline. Raises ``PollTimeout`` (with the last value) once the deadline has passed.
     """
-    deadline = clock() + float(timeout)
+    deadline = timeout if isinstance(timeout, Deadline) else Deadline.after(timeout, clock or time.monotonic)
     polls = 0
     while True:
         value = fetch()
         polls += 1
         if predicate(value):
             return value
-        remaining = deadline - clock()
-        if remaining <= 0:
+        remaining = deadline.remaining()
+        if remaining is not None and remaining <= 0:
             raise PollTimeout(value, polls)
-        sleep(min(float(interval), remaining))
+        sleep(float(interval) if remaining is None else min(float(interval), remaining))

@@ -13,22 +13,23 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import is_missing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.migrator import MIGRATION_RETRY
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import crd_from_object
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records, storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, KubeUpgradeError, MigrationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetriedClient, RetryClock
 
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+CRD_PATH = paths.CRD_COLLECTION  # kept importable; requests use paths.crd(name)
 CRD_WAIT = 60.0  # at most this long (and never past the deadline) for a just-installed StorageState CRD
 
 
 def bookkeeping_client(client, deadline: Deadline, sleep=None) -> RetriedClient:
     """``client`` under the migration's retry policy and the task's deadline. One per resource (and thread)."""
-    timing = RetryClock(clock=deadline.clock, deadline=deadline.at)
+    timing = RetryClock(deadline=deadline)
     if sleep is not None:
         timing.sleep = sleep
     return RetriedClient(client, MIGRATION_RETRY, timing)
@@ -42,7 +43,7 @@ def _explain(client, error: ApiError) -> str:
 def crd_or_none(client, name: str) -> Optional[dict]:
     """The CRD named like the resource (None for a built-in): the storedVersions guard compares it after."""
     try:
-        return client.get_or_none(f"{CRD_PATH}/{name}")
+        return client.get_or_none(paths.crd(name))
     except ApiError as error:
         raise MigrationError(f"Migration of {name} not started: its CustomResourceDefinition could not be read "
                              f"({_explain(client, error)}): {error}",
@@ -53,7 +54,7 @@ def migrated_meanwhile(client, name: str, current_hash: Optional[str], crd: Opti
     """Read the record again (under the Lease): True when another run recorded every object as ``current_hash``
     since this run observed it (and, for a CRD, pruned its storedVersions), so nothing is left to rewrite."""
     try:
-        obj = client.get_or_none(f"{storage_state_io.STATES_PATH}/{name}")
+        obj = client.get_or_none(paths.storage_state(name))
     except ApiError as error:
         raise MigrationError(f"Migration of {name} not started: its StorageState record could not be read again "
                              f"({_explain(client, error)}): {error}",
@@ -77,7 +78,7 @@ def _wait_until_served(client) -> None:
     a CRD is Established a moment before every apiserver serves it, and a write in between is a 404."""
     wait = _crd_wait(client)
     try:
-        poll_until(lambda: client.get_or_none(storage_state_io.STATES_PATH, query={"limit": 1}), lambda page: page is not None,
+        poll_until(lambda: client.get_or_none(paths.STORAGE_STATE_COLLECTION, query={"limit": 1}), lambda page: page is not None,
                    wait.timeout, wait.interval, wait.clock, wait.sleep)
     except PollTimeout:
         raise KubeUpgradeError(f"the StorageState CRD {storage_state_io.CRD_NAME} is installed, but its records were not "
@@ -93,7 +94,7 @@ def mark_migrated(client, resource: str, current_hash: str) -> str:
             return storage_state_io.mark_migrated(client, resource, current_hash).action
         except ApiError as error:
             failure = error
-        if failure.status == 404 and attempt == 1:
+        if is_missing(failure) and attempt == 1:
             try:
                 if not storage_state_io.crd_installed(client):
                     storage_state_io.ensure_crd(client, install=True, check_mode=False, wait=_crd_wait(client))
@@ -126,7 +127,7 @@ def prune_stored_versions(client, crd_at_start: dict) -> Optional[list]:
 
 
 def _prune(client, name: str, crd_at_start: dict) -> Optional[list]:
-    crd_now = client.get(f"{CRD_PATH}/{name}")
+    crd_now = client.get(paths.crd(name))
     value, why = plan.stored_versions_value(crd_from_object(crd_at_start), crd_from_object(crd_now))
     if why:
         raise MigrationError(f"Objects of {name} were migrated, but status.storedVersions was not pruned: {why}",
@@ -136,12 +137,12 @@ def _prune(client, name: str, crd_at_start: dict) -> Optional[list]:
     body = dict(crd_now)
     body["status"] = dict(crd_now.get("status") or {}, storedVersions=value)
     try:
-        client.put(f"{CRD_PATH}/{name}/status", body)
+        client.put(paths.crd_status(name), body)
     except ApiError as error:
         if error.status != 409:
             raise
         # Our write may have landed with its answer lost (its retry then conflicts): look before blaming anyone.
-        if list((client.get(f"{CRD_PATH}/{name}").get("status") or {}).get("storedVersions") or []) == value:
+        if list((client.get(paths.crd(name)).get("status") or {}).get("storedVersions") or []) == value:
             return value
         raise MigrationError(f"CRD {name} changed while its storedVersions were being pruned; re-run.",
                              details={"resource": name}) from None

@@ -14,8 +14,10 @@ from __future__ import annotations
 import time
 from typing import Callable, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import none_if_missing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryPolicy, call_with_retries
@@ -24,17 +26,20 @@ POLL_RETRY = RetryPolicy(attempts=5, base_delay=0.2, max_delay=5.0)
 
 
 def served_migration_apis(client) -> dict:
-    """``{group: [versions]}`` serving storageversionmigrations, from legacy discovery of the two groups."""
+    """``{group: [versions]}`` serving storageversionmigrations, from legacy discovery of the two groups
+    (a group/version missing, or one this user may not read, is not served)."""
     docs = {}
     for group, versions in ((plan.INTREE_GROUP, plan.INTREE_VERSIONS), (plan.SIGS_GROUP, (plan.SIGS_VERSION,))):
         for version in versions:
             try:
-                docs[f"{group}/{version}"] = call_with_retries(
-                    lambda g=group, v=version: client.get(f"/apis/{g}/{v}"), POLL_RETRY)
+                doc = none_if_missing(lambda g=group, v=version: call_with_retries(
+                    lambda: client.get(paths.group_version(g, v)), POLL_RETRY))
             except ApiError as error:
-                if error.status in (404, 403):
+                if error.status == 403:
                     continue
                 raise
+            if doc is not None:
+                docs[f"{group}/{version}"] = doc
     return plan.served_migration_apis(docs)
 
 
@@ -59,13 +64,8 @@ class ClusterMigrator:
         return (created.get("metadata") or {}).get("name") or ""
 
     def get(self, name: str) -> Optional[dict]:
-        try:
-            return call_with_retries(lambda: self.client.get(plan.migration_path(self.choice.api_version, name)),
-                                     POLL_RETRY)
-        except ApiError as error:
-            if error.status == 404:
-                return None
-            raise
+        return none_if_missing(lambda: call_with_retries(
+            lambda: self.client.get(plan.migration_path(self.choice.api_version, name)), POLL_RETRY))
 
     def delete(self, name: str) -> bool:
         """Delete a pending or running migration; True if it was there. Best effort: never masks the cause."""
@@ -85,7 +85,9 @@ class ClusterMigrator:
         detector = plan.StallDetector(self.stall_timeout)
         label = f"{self.choice.api_version} StorageVersionMigration {name}"
         details = {"resource": resource, "backend": self.choice.backend, "name": name}
-        while True:
+
+        def status_now() -> plan.MigrationStatus:
+            """The migration's status; raises on an outcome other than success (gone, Failed, stalled)."""
             obj = self.get(name)
             if obj is None:
                 raise MigrationError(
@@ -104,22 +106,30 @@ class ClusterMigrator:
                     "(kube-controller-manager or the migrator pod), fix the cause (for example an admission policy "
                     "denying updates) and re-run; backend=client names the object that fails.",
                     details={**details, "reason": status.reason, "message": status.message})
-            now = deadline.clock()
-            idle = detector.observe(name, status.fingerprint, now)
+            idle = detector.observe(name, status.fingerprint, deadline.clock())
             if self.stall_timeout > 0 and idle >= self.stall_timeout:
                 deleted = self.delete(name)
                 raise MigrationError(
                     f"Migration of {resource} stalled: {label} {plan.stall_reason(self.choice.backend, status, idle)}"
                     + (" The migration object was deleted." if deleted else ""), details={**details, "phase": status.phase})
-            if deadline.expired():
-                raise MigrationError(
-                    f"Migration of {resource} timed out: {label} is still {status.phase}. It was left in place and may "
-                    "still finish; raise 'timeout', or re-run later.", details={**details, "phase": status.phase})
-            if gate is not None:
+            return status
+
+        def succeeded(status: plan.MigrationStatus) -> bool:
+            """Succeeded; otherwise, while time is left, the gate (a broken one deletes the migration)."""
+            if status.phase == plan.SUCCEEDED:
+                return True
+            if gate is not None and not deadline.expired():
                 try:
                     gate()
                 except Exception:
                     self.delete(name)
                     raise
-            remaining = deadline.remaining()
-            self.sleep(self.poll_interval if remaining is None else min(self.poll_interval, max(0.0, remaining)))
+            return False
+
+        try:
+            return poll_until(status_now, succeeded, deadline, self.poll_interval, sleep=self.sleep)
+        except PollTimeout as timeout:
+            phase = timeout.last.phase
+            raise MigrationError(
+                f"Migration of {resource} timed out: {label} is still {phase}. It was left in place and may "
+                "still finish; raise 'timeout', or re-run later.", details={**details, "phase": phase}) from None

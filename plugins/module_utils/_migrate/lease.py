@@ -22,12 +22,13 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import NO_RETRY, RetriedClient
 
-NAMESPACE = "kube-system"
-LEASES_PATH = f"/apis/coordination.k8s.io/v1/namespaces/{NAMESPACE}/leases"
+NAMESPACE = paths.LEASE_NAMESPACE
+LEASES_PATH = paths.LEASE_COLLECTION
 PREFIX = "kubeupgrade-storage-migration-"
 MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
 
@@ -89,7 +90,7 @@ class ResourceLease:
 
     @property
     def path(self) -> str:
-        return f"{LEASES_PATH}/{self.name}"
+        return paths.lease(self.name)
 
     def _spec(self, acquire: bool) -> dict:
         stamp = self.now().strftime(MICROTIME)
@@ -114,7 +115,7 @@ class ResourceLease:
                     "metadata": {"name": self.name, "namespace": NAMESPACE,
                                  "labels": {"app.kubernetes.io/managed-by": "kubeupgrade.storage"}},
                     "spec": self._spec(acquire=True)}
-            return self._write("POST", LEASES_PATH, body)
+            return self._write("POST", paths.LEASE_COLLECTION, body)
         other = holder_of(self._lease, self.now())
         if other and other != self.holder:
             return other
@@ -142,25 +143,27 @@ class ResourceLease:
             details={"resource": self.resource, "lease": self.label, "status": error.status,
                      "endpoint": error.endpoint})
 
+    def _holder_now(self) -> Optional[str]:
+        """One attempt to take the Lease: None when we hold it now, else its other holder (remembered)."""
+        try:
+            other = self._try_acquire()
+        except ApiError as error:
+            raise self._failed(error) from None
+        if other is not None:
+            self.waited_for = other
+        return other
+
     def acquire(self, deadline: Deadline, poll: float = 2.0, sleep=time.sleep) -> None:
         """Take the Lease, waiting within ``deadline`` for the holder to release it or let it expire."""
-        while True:
-            try:
-                other = self._try_acquire()
-            except ApiError as error:
-                raise self._failed(error) from None
-            if other is None:
-                self._start_renewing()
-                return
-            self.waited_for = other
-            remaining = deadline.remaining()
-            if remaining is not None and remaining <= 0:
-                raise MigrationError(
-                    f"Migration of {self.resource} not started: another migration holds Lease {self.label} "
-                    f"(holder {other}). Wait for it to finish, or for the Lease to expire ({self.duration}s after its "
-                    "last renewal) if that run is gone, then re-run.",
-                    details={"resource": self.resource, "lease": self.label, "holder": other})
-            sleep(poll if remaining is None else max(0.0, min(poll, remaining)))
+        try:
+            poll_until(self._holder_now, lambda other: other is None, deadline, poll, sleep=sleep)
+        except PollTimeout as timeout:
+            raise MigrationError(
+                f"Migration of {self.resource} not started: another migration holds Lease {self.label} "
+                f"(holder {timeout.last}). Wait for it to finish, or for the Lease to expire ({self.duration}s after "
+                "its last renewal) if that run is gone, then re-run.",
+                details={"resource": self.resource, "lease": self.label, "holder": timeout.last}) from None
+        self._start_renewing()
 
     def _start_renewing(self) -> None:
         self._thread = threading.Thread(target=self._renew_loop, daemon=True)
@@ -179,7 +182,8 @@ class ResourceLease:
 
     def _renew_once(self, last_ok: float) -> None:
         """One renewal, retried until the Lease would expire (``last_ok + duration``) or the task's deadline."""
-        client = self.client.bounded(last_ok + self.duration, sleep=self._halting_sleep)
+        expires = Deadline(last_ok + self.duration, self.client.timing.clock)
+        client = self.client.bounded(expires, sleep=self._halting_sleep)
         body = dict(self._lease, spec=self._spec(acquire=False))
         try:
             self._lease = client.request("PUT", self.path, body=body).json()

@@ -41,12 +41,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import is_missing, none_if_missing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, DeadlineExceeded
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import (
-    Deadline,
-    DeadlineExceeded,
-    RateLimiter,
-)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import RateLimiter
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     EndpointUnreachable,
@@ -112,13 +111,16 @@ class ResourceTarget:
 
     @property
     def list_path(self) -> str:
-        return f"{self.group_resource.api_prefix(self.version)}/{self.group_resource.resource}"
+        return self.namespace_path(None)
+
+    def namespace_path(self, namespace: Optional[str]) -> str:
+        """The LIST of the resource in ``namespace`` (None: across namespaces)."""
+        gr = self.group_resource
+        return paths.resource_collection(gr.group, self.version, gr.resource, namespace)
 
     def object_path(self, namespace: Optional[str], name: str) -> str:
-        prefix = self.group_resource.api_prefix(self.version)
-        if namespace:
-            return f"{prefix}/namespaces/{namespace}/{self.group_resource.resource}/{name}"
-        return f"{prefix}/{self.group_resource.resource}/{name}"
+        gr = self.group_resource
+        return paths.resource_object(gr.group, self.version, gr.resource, name, namespace)
 
 
 @dataclass
@@ -184,6 +186,50 @@ class ClientProgress:
         return result
 
 
+@dataclass
+class FailureStreak:
+    """The requests that failed in a row, for a timeout's message: only transient failures (5xx, 429, no answer)
+    count; any answer, successful or not, ends the streak."""
+
+    started: Optional[float] = None  # on the task's clock
+    since: Optional[float] = None  # wall-clock time of the first failure of the streak
+    attempts: int = 0
+    last: Optional[ApiError] = None
+
+    def note(self, error: Optional[ApiError], now: float) -> None:
+        if error is None:
+            self.started, self.since, self.attempts, self.last = None, None, 0, None
+            return
+        if self.last is None:
+            self.started, self.since = now, time.time()
+        self.attempts += 1
+        self.last = error
+
+    def describe(self, now: float) -> str:
+        """``every request since 12:00:03 UTC (the last 9s) failed; last: HTTP 500 ... (12 attempts)``, or empty."""
+        if self.last is None:
+            return ""
+        stamp = time.strftime("%H:%M:%S UTC", time.gmtime(self.since))
+        return (f"every request since {stamp} (the last {max(0.0, now - self.started):.0f}s) failed; last: "
+                f"{describe_failure(self.last)} ({self.attempts} attempt{'s' if self.attempts != 1 else ''})")
+
+    def details(self) -> dict:
+        if self.last is None:
+            return {}
+        return {"failed_attempts": self.attempts, "last_error": {
+            "status": self.last.status, "reason": self.last.reason, "endpoint": self.last.endpoint,
+            "method": self.last.method, "path": self.last.path, "message": (self.last.api_message or str(self.last))[:500]}}
+
+
+def describe_failure(error: ApiError) -> str:
+    """One failed request in a line: ``HTTP 500 InternalError from https://...:6443 (GET /api/v1/secrets): <message>``."""
+    if isinstance(error, EndpointUnreachable) or error.status is None:
+        return f"no answer from {error.endpoint or 'the apiserver'} ({error.method} {error.path}): {str(error)[:300]}"
+    reason = f" {error.reason}" if error.reason else ""
+    text = f"HTTP {error.status}{reason} from {error.endpoint or 'the apiserver'} ({error.method} {error.path})"
+    return text + (f": {error.api_message[:300]}" if error.api_message else "")
+
+
 def _object_label(target: ResourceTarget, item: dict) -> str:
     meta = item.get("metadata") or {}
     where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
@@ -244,6 +290,7 @@ class ClientMigrator:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._timed_out = threading.Event()  # a write gave up for the deadline: its chunk is not finished
+        self._streak = FailureStreak()
 
     def configure(self, deadline: Optional[Deadline] = None, hooks: Optional[Hooks] = None, sleep=None) -> ClientMigrator:
         """Plug in the task's deadline, the runner's hooks and (for tests) the sleep function."""
@@ -255,7 +302,7 @@ class ClientMigrator:
 
     # -- requests ----------------------------------------------------------------------------------------------
     def _timing(self) -> RetryClock:
-        return RetryClock(sleep=self.sleep, clock=self.deadline.clock, deadline=self.deadline.at)
+        return RetryClock(sleep=self.sleep, deadline=self.deadline)
 
     def _request_timeout(self) -> Optional[float]:
         remaining = self.deadline.remaining()
@@ -268,10 +315,23 @@ class ClientMigrator:
         with self._lock:
             self.progress.retries += 1
 
+    def _attempt(self, fn):
+        """One try of a request, its outcome noted in the failure streak (what a timeout's message names)."""
+        try:
+            result = fn()
+        except ApiError as error:
+            with self._lock:
+                self._streak.note(error if self.options.policy.should_retry(error) else None, self.deadline.clock())
+            raise
+        with self._lock:
+            self._streak.note(None, self.deadline.clock())
+        return result
+
     def _call(self, fn):
         timing = self._timing()
         try:
-            return call_with_retries(fn, self.options.policy, on_retry=self._count_retry, timing=timing)
+            return call_with_retries(functools.partial(self._attempt, fn), self.options.policy,
+                                     on_retry=self._count_retry, timing=timing)
         except ApiError:
             if timing.deadline_hit or self.deadline.expired():
                 raise self._timeout() from None
@@ -280,7 +340,8 @@ class ClientMigrator:
     # -- LIST --------------------------------------------------------------------------------------------------
     def _list_once(self, token: Optional[str]) -> dict:
         self.limiter.acquire()
-        self.deadline.check(f"Migration of {self.target.name} timed out")
+        if self.deadline.expired():
+            raise self._timeout()
         query = {"limit": self._limit}
         if token:
             query["continue"] = token
@@ -352,14 +413,12 @@ class ClientMigrator:
         """Namespaces whose LIST fails to decode: LISTs of clean namespaces still work."""
         found: List[str] = []
         try:
-            page = self.client.request("GET", "/api/v1/namespaces", query={"limit": MAX_NAMESPACE_PROBES},
+            page = self.client.request("GET", paths.NAMESPACE_COLLECTION, query={"limit": MAX_NAMESPACE_PROBES},
                                        accept=METADATA_LIST, timeout=self._request_timeout()).json()
             for item in page.get("items") or []:
                 namespace = (item.get("metadata") or {}).get("name")
-                path = f"{self.target.group_resource.api_prefix(self.target.version)}/namespaces/{namespace}/" \
-                       f"{self.target.group_resource.resource}"
                 try:
-                    self.client.request("GET", path, query={"limit": 1}, accept=METADATA_LIST,
+                    self.client.request("GET", self.target.namespace_path(namespace), query={"limit": 1}, accept=METADATA_LIST,
                                         timeout=self._request_timeout())
                 except ApiError as error:
                     if is_decode_failure(error.status, error.api_message):
@@ -401,7 +460,7 @@ class ClientMigrator:
             self._stop.set()
             return
         except ApiError as error:
-            if error.status in (409, 404):
+            if error.status == 409 or is_missing(error):
                 self._count("conflicts" if error.status == 409 else "gone")
                 return
             if mode == WRITE_PUT and rbac_forbids(error, "update"):
@@ -448,10 +507,15 @@ class ClientMigrator:
 
     # -- the loop ----------------------------------------------------------------------------------------------
     def _timeout(self) -> MigrationError:
+        """The task's timeout ran out; when every request since some moment failed, the message says so and names the
+        last failure (a timeout under persistent 500s or dropped connections is that failure, not a slow apiserver)."""
+        with self._lock:
+            failing = self._streak.describe(self.deadline.clock())
+            details = {"resource": self.target.name, "progress": self.progress.to_dict(), **self._streak.details()}
         return DeadlineExceeded(
             f"Migration of {self.target.name} timed out after {self.progress.objects_migrated} objects "
-            f"({self.progress.chunks} chunks); re-run to resume from the checkpoint, or raise 'timeout'.",
-            details={"resource": self.target.name, "progress": self.progress.to_dict()})
+            f"({self.progress.chunks} chunks){': ' + failing if failing else ''}; re-run to resume from the checkpoint, "
+            "or raise 'timeout'.", details=details)
 
     def _between_chunks(self, last_gate: float) -> float:
         if self.deadline.expired():
@@ -563,16 +627,16 @@ class ObjectListMigrator(ClientMigrator):
             return
         namespace, _sep, name = label.rpartition("/")
         try:
-            item = self._call(functools.partial(self._fetch_once, namespace or None, name))
+            item = none_if_missing(functools.partial(self._call, functools.partial(self._fetch_once, namespace or None, name)))
         except DeadlineExceeded:
             self._timed_out.set()
             self._stop.set()
             return
         except ApiError as error:
-            if error.status == 404:
-                self._count("gone")
-                return
             self._record_failure(error, {"metadata": {"namespace": namespace or None, "name": name}})
+            return
+        if item is None:
+            self._count("gone")
             return
         with self._lock:
             self.progress.objects_listed += 1

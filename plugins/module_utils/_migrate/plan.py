@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model as audit_model
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result as audit_result
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import stored_versions_errors
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObservedCrd
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -30,7 +31,7 @@ INTREE_GROUP = "storagemigration.k8s.io"
 INTREE_VERSIONS = ("v1", "v1beta1", "v1alpha1")  # preference order: newest API first
 SIGS_GROUP = "migration.k8s.io"
 SIGS_VERSION = "v1alpha1"
-MIGRATIONS = "storageversionmigrations"
+MIGRATIONS = paths.STORAGE_MIGRATION_RESOURCE
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
 MANAGED_BY = "kubeupgrade.storage"
 
@@ -224,8 +225,8 @@ def migration_body(api_version: str, group_resource: GroupResource, version: str
 
 
 def migration_path(api_version: str, name: Optional[str] = None) -> str:
-    path = f"/apis/{api_version}/{MIGRATIONS}"
-    return f"{path}/{name}" if name else path
+    """The StorageVersionMigrations of ``api_version``, or one of them (the API layer's paths)."""
+    return paths.storage_migration(api_version, name) if name else paths.storage_migrations(api_version)
 
 
 @dataclass

@@ -12,33 +12,10 @@ import threading
 import time
 from typing import Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import MigrationError
+# The task's deadline is the API layer's one Deadline; these names stay importable from here.
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, DeadlineExceeded
 
-
-class DeadlineExceeded(MigrationError):
-    """The task's ``timeout`` ran out while waiting (rate limit, retry, lock, poll)."""
-
-
-class Deadline:
-    """An absolute point on ``clock``; ``None`` means no deadline."""
-
-    def __init__(self, at: Optional[float], clock=time.monotonic):
-        self.at = at
-        self.clock = clock
-
-    @classmethod
-    def after(cls, seconds: Optional[float], clock=time.monotonic) -> Deadline:
-        return cls(None if seconds is None else clock() + float(seconds), clock)
-
-    def remaining(self) -> Optional[float]:
-        return None if self.at is None else self.at - self.clock()
-
-    def expired(self) -> bool:
-        return self.at is not None and self.clock() >= self.at
-
-    def check(self, what: str) -> None:
-        if self.expired():
-            raise DeadlineExceeded(f"{what}: the task's timeout ran out.")
+__all__ = ["Deadline", "DeadlineExceeded", "RateLimiter"]
 
 
 class RateLimiter:

@@ -23,6 +23,7 @@ from typing import Callable, Dict, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import compare
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import headline, next_step
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import Target
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crds
@@ -42,7 +43,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progr
     summary_table,
     worth_a_progress_line,
 )
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
@@ -210,14 +210,18 @@ def gate_for(run: Run, resource: str, sleep=time.sleep, clock=time.monotonic):
     """
     expected = run.current[resource]
 
+    def settled(checked) -> bool:
+        """Nothing to wait for: agreed, or a disagreement that no apiserver coming back can mend."""
+        agreement, values = checked
+        return agreement.agreed or not values <= {expected} or not (agreement.unreachable or agreement.unready)
+
     def gate() -> None:
-        agreement, values = _gate_check(run, resource)
-        give_up = clock() + UNREACHABLE_GRACE
-        while (not agreement.agreed and values <= {expected} and (agreement.unreachable or agreement.unready)
-               and clock() < give_up and not run.deadline.expired()):
-            remaining = run.deadline.remaining()
-            sleep(max(0.05, min(run.params["poll_interval"], remaining if remaining is not None else 1.0)))
-            agreement, values = _gate_check(run, resource)
+        grace = Deadline.after(UNREACHABLE_GRACE, clock).earlier(run.deadline)
+        try:
+            agreement, values = poll_until(lambda: _gate_check(run, resource), settled, grace,
+                                           max(0.05, run.params["poll_interval"]), sleep=sleep)
+        except PollTimeout as timeout:
+            agreement, values = timeout.last
         if not agreement.agreed or values != {expected}:
             raise DisagreementError(
                 f"Migration of {resource} stopped: the apiservers stopped agreeing "

@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import rbac
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import paged_items
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import is_missing, none_if_missing, paged_items
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import (
@@ -48,12 +48,13 @@ LIST_RETRY = RetryPolicy(attempts=4, base_delay=0.2, max_delay=5.0)
 LIST_CHUNK = 500
 MAX_WORKERS = 16
 
-CRD_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-STORAGE_STATE_PATH = "/apis/migration.k8s.io/v1alpha1/storagestates"
+# The cluster-wide LISTs (the API layer's paths; these names stay importable).
+CRD_PATH = paths.CRD_COLLECTION
+STORAGE_STATE_PATH = paths.STORAGE_STATE_COLLECTION
 STORAGE_VERSION_GROUP_VERSION = ("internal.apiserver.k8s.io", "v1alpha1")
-STORAGE_VERSION_PATH = "/apis/internal.apiserver.k8s.io/v1alpha1/storageversions"
-LEASE_PATH = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases"
-APISERVICE_PATH = "/apis/apiregistration.k8s.io/v1/apiservices"
+STORAGE_VERSION_PATH = paths.STORAGE_VERSION_COLLECTION
+LEASE_PATH = paths.LEASE_COLLECTION
+APISERVICE_PATH = paths.APISERVICE_COLLECTION
 # Counting needs names only: ask for PartialObjectMetadata, which every apiserver since 1.15 serves.
 METADATA_ACCEPT = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1, application/json"
 IDENTITY_SELECTOR = "apiserver.kubernetes.io/identity=kube-apiserver"
@@ -90,7 +91,7 @@ def _endpoint_failure(endpoint: str, error: ApiError) -> EndpointObservation:
 def _readiness(client, tuning: Tuning) -> bool:
     """``/readyz`` 200 = ready; any HTTP error status just means not ready (a 500 lists failed checks)."""
     try:
-        call_with_retries(lambda: client.get_text("/readyz"),
+        call_with_retries(lambda: client.get_text(paths.READYZ),
                           RetryPolicy(attempts=tuning.retry.attempts, base_delay=0.1, max_delay=2.0,
                                       retry_statuses=frozenset({429})), sleep=tuning.sleep)
     except EndpointUnreachable:
@@ -136,10 +137,10 @@ class _Head:
 def _fetch_head(pool, client, tuning: Tuning) -> _Head:
     """/version, /readyz, /api and /apis of one endpoint, concurrently (4 requests, retried only on faults)."""
     futures = {
-        "version": pool.submit(_get, client, "/version", tuning),
+        "version": pool.submit(_get, client, paths.VERSION, tuning),
         "ready": pool.submit(_readiness, client, tuning),
-        "api": pool.submit(_get, client, "/api", tuning),
-        "apis": pool.submit(_get, client, "/apis", tuning),
+        "api": pool.submit(_get, client, paths.CORE_DISCOVERY, tuning),
+        "apis": pool.submit(_get, client, paths.GROUP_DISCOVERY, tuning),
     }
     head = _Head(client)
     errors_seen = []
@@ -230,7 +231,7 @@ class Observer:
             try:
                 docs[path] = future.result()
             except ApiError as error:
-                if listed or error.status != 404:
+                if listed or not is_missing(error):
                     one.failed[f"{group}/{version}" if group else version] = (path, error)
         return docs
 
@@ -244,7 +245,7 @@ class Observer:
                 releases_serving.setdefault(path, set()).add(one.endpoint.release)
         for one in started:
             for group_version, (path, error) in one.failed.items():
-                if getattr(error, "status", None) == 404 and releases_serving.get(path, set()) - {one.endpoint.release}:
+                if is_missing(error) and releases_serving.get(path, set()) - {one.endpoint.release}:
                     one.endpoint.other_release_groups.append(group_version)
                     continue
                 one.endpoint.failed_groups.append(group_version)
@@ -319,13 +320,13 @@ class _ClusterReads:
             self.storage_states(scope.wanted)
         if "storage_versions" in scope.include and storage_version_api_served:
             self.observation.storage_version_api_served = True
-            for obj in self._list_or_warn(STORAGE_VERSION_PATH, "StorageVersions"):
+            for obj in self._list_or_warn(paths.STORAGE_VERSION_COLLECTION, "StorageVersions"):
                 sv = storage_version_from_object(obj)
                 self.observation.storage_versions[sv.name] = sv
         if "leases" in scope.include:
             self.observation.identity_leases = [
                 lease_from_object(obj)
-                for obj in self._list_or_warn(LEASE_PATH, "identity Leases", {"labelSelector": IDENTITY_SELECTOR})]
+                for obj in self._list_or_warn(paths.LEASE_COLLECTION, "identity Leases", {"labelSelector": IDENTITY_SELECTOR})]
 
     def _list_or_warn(self, path, what: str, query=None) -> List[dict]:
         try:
@@ -338,7 +339,7 @@ class _ClusterReads:
 
     def crds(self) -> None:
         self.observation.crds = {}
-        for obj in self._list_or_warn(CRD_PATH, "CustomResourceDefinitions"):
+        for obj in self._list_or_warn(paths.CRD_COLLECTION, "CustomResourceDefinitions"):
             # Items of a typed LIST carry no apiVersion/kind (the real apiserver omits them too).
             obj = {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", **obj}
             try:
@@ -355,7 +356,7 @@ class _ClusterReads:
         from a failed built-in group, and both would have to block.
         """
         try:
-            items = list_all(self.client, APISERVICE_PATH, tuning=self.tuning)
+            items = list_all(self.client, paths.APISERVICE_COLLECTION, tuning=self.tuning)
         except EndpointUnreachable:
             raise
         except ApiError as error:
@@ -371,14 +372,14 @@ class _ClusterReads:
     def storage_states(self, wanted=None) -> None:
         """Fill ``storage_states`` and ``storage_state_crd_installed`` (404 = CRD not installed)."""
         try:
-            items = list_all(self.client, STORAGE_STATE_PATH, tuning=self.tuning)
+            items = none_if_missing(lambda: list_all(self.client, paths.STORAGE_STATE_COLLECTION, tuning=self.tuning))
         except EndpointUnreachable:
             raise
         except ApiError as error:
-            if error.status == 404:
-                self.observation.storage_state_crd_installed = False
-                return
             self.observation.warnings.append(f"StorageState records not read ({error}); every resource counts as Unknown")
+            return
+        if items is None:
+            self.observation.storage_state_crd_installed = False
             return
         self.observation.storage_state_crd_installed = True
         for obj in items:
@@ -406,7 +407,7 @@ def _list_path(observed) -> str:
     """A LIST path of one served version of the resource (cluster-wide, all namespaces)."""
     gr = GroupResource.parse(observed.name)
     version = observed.storage_version if observed.storage_version in observed.served_versions else observed.served_versions[0]
-    return f"/api/{version}/{gr.resource}" if not gr.group else f"/apis/{gr.group}/{version}/{gr.resource}"
+    return paths.resource_collection(gr.group, version, gr.resource)
 
 
 def _count_one(client, observed, tuning: Tuning, custom: bool = False) -> ObjectCount:

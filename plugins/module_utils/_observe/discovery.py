@@ -46,9 +46,9 @@ def group_versions(api_doc, apis_doc) -> List[Tuple[str, str, str]]:
     All versions, not only the preferred one: served versions are part of what we report.
     """
     result = []
-    for version in _require_kind(api_doc, "APIVersions", "/api").get("versions") or []:
-        result.append(("", version, f"/api/{version}"))
-    for group in _require_kind(apis_doc, "APIGroupList", "/apis").get("groups") or []:
+    for version in _require_kind(api_doc, "APIVersions", paths.CORE_DISCOVERY).get("versions") or []:
+        result.append(("", version, paths.group_version("", version)))
+    for group in _require_kind(apis_doc, "APIGroupList", paths.GROUP_DISCOVERY).get("groups") or []:
         name = group.get("name", "")
         for entry in group.get("versions") or []:
             version = entry.get("version") or entry.get("groupVersion", "").rpartition("/")[2]

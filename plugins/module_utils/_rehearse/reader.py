@@ -183,7 +183,7 @@ def _read_one_by_one(client, read: ResourceRead, served, objects: Iterator[keys_
     group, version, _namespaced = served
     read.objects_read = 0
     for info in objects:
-        path = paths.resource_collection(group, version, info.resource, info.namespace) + "/" + quote(info.name, safe="")
+        path = paths.resource_object(group, version, info.resource, quote(info.name, safe=""), info.namespace)
         try:
             client.get(path, accept="application/json")
             read.objects_read += 1

@@ -16,6 +16,7 @@ from typing import Dict, Optional
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
@@ -266,7 +267,7 @@ def _wait_ready(apiserver: scratch.TargetApiserver, timeout: float, clock=time.m
             client = _client(apiserver)
         if client is not None:
             try:
-                client.request("GET", "/readyz")
+                client.request("GET", paths.READYZ)
                 return True
             except ApiError:
                 pass

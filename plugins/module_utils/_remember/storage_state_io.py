@@ -9,21 +9,25 @@ record and re-plans from what is there now, a bounded number of times. Status go
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Dict, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import none_if_missing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import read_storage_states
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
 
-CRD_NAME = "storagestates.migration.k8s.io"
-CRD_PATH = f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}"
-CRDS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
-STATES_PATH = "/apis/migration.k8s.io/v1alpha1/storagestates"
+# The API layer's paths, under the names callers import from here.
+CRD_NAME = paths.STORAGE_STATE_CRD_NAME
+CRD_PATH = paths.STORAGE_STATE_CRD
+CRDS_PATH = paths.CRD_COLLECTION
+STATES_PATH = paths.STORAGE_STATE_COLLECTION
 CONFLICT_ATTEMPTS = 5
 
 CREATED = "created"
@@ -52,7 +56,7 @@ def _utcnow() -> datetime:
 
 
 def crd_installed(client) -> bool:
-    return client.get_or_none(CRD_PATH) is not None
+    return client.get_or_none(paths.STORAGE_STATE_CRD) is not None
 
 
 def _established(crd: dict) -> bool:
@@ -84,13 +88,13 @@ def ensure_crd(client, install: bool, check_mode: bool, wait: Optional[CrdWait] 
     if check_mode:
         return True
     try:
-        client.post(CRDS_PATH, records.STORAGE_STATE_CRD)
+        client.post(paths.CRD_COLLECTION, records.STORAGE_STATE_CRD)
     except ApiError as error:
         if error.status != 409:  # created meanwhile by someone else: fine
             raise
     wait = wait or CrdWait()
     try:
-        poll_until(lambda: client.get(CRD_PATH), _established, wait.timeout, wait.interval, wait.clock, wait.sleep)
+        poll_until(lambda: client.get(paths.STORAGE_STATE_CRD), _established, wait.timeout, wait.interval, wait.clock, wait.sleep)
     except PollTimeout:
         raise KubeUpgradeError(f"The StorageState CRD {CRD_NAME} was created but is not Established after {wait.timeout:g}s; "
                                "check the apiserver logs and run again.") from None
@@ -99,12 +103,7 @@ def ensure_crd(client, install: bool, check_mode: bool, wait: Optional[CrdWait] 
 
 def read_records(client) -> Dict[str, dict]:
     """Every StorageState object by name (raw objects: their resourceVersion guards the writes)."""
-    try:
-        items = client.list_all(STATES_PATH)
-    except ApiError as error:
-        if error.status == 404:
-            return {}
-        raise
+    items = none_if_missing(lambda: client.list_all(paths.STORAGE_STATE_COLLECTION)) or []  # missing: no CRD, no record
     return {(obj.get("metadata") or {}).get("name", ""): obj for obj in items}
 
 
@@ -123,17 +122,17 @@ def _view(obj: Optional[dict]) -> Optional[dict]:
 
 
 def _get(client, name: str) -> Optional[dict]:
-    return client.get_or_none(f"{STATES_PATH}/{name}")
+    return client.get_or_none(paths.storage_state(name))
 
 
 def _write(client, name: str, existing: Optional[dict], plan) -> dict:
     """Create or update one record; raises ApiError 409 when someone else changed it first."""
     if existing is None:
         body = records.storage_state_object(name, plan.status, plan.annotations)
-        created = client.post(STATES_PATH, body)
+        created = client.post(paths.STORAGE_STATE_COLLECTION, body)
         # Status is ignored on create when the status subresource is enabled: write it separately.
         created["status"] = plan.status
-        return client.put(f"{STATES_PATH}/{name}/status", created)
+        return client.put(paths.storage_state_status(name), created)
     current = existing
     annotations = (existing.get("metadata") or {}).get("annotations") or {}
     if any(annotations.get(k) != v for k, v in (plan.annotations or {}).items()):
@@ -142,11 +141,11 @@ def _write(client, name: str, existing: Optional[dict], plan) -> dict:
         merged = {**annotations, **plan.annotations}
         metadata["annotations"] = {key: value for key, value in merged.items() if value is not None}
         updated["metadata"] = metadata
-        current = client.put(f"{STATES_PATH}/{name}", updated)
+        current = client.put(paths.storage_state(name), updated)
     if (current.get("status") or {}) != plan.status:
         body = dict(current)
         body["status"] = plan.status
-        current = client.put(f"{STATES_PATH}/{name}/status", body)
+        current = client.put(paths.storage_state_status(name), body)
     return current
 
 
@@ -260,11 +259,7 @@ def remove_records(client, names, existing: Dict[str, dict], check_mode: bool) -
         if not check_mode:
             version = (obj.get("metadata") or {}).get("resourceVersion")
             body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"resourceVersion": version}}
-            try:
-                client.delete(f"{STATES_PATH}/{name}", body=body)
-            except ApiError as error:
-                if error.status != 404:
-                    raise
+            none_if_missing(functools.partial(client.delete, paths.storage_state(name), body=body))  # gone already: removed
         changes.append(RecordChange(name=name, action=REMOVED, before=_view(obj), after=None))
     return changes
 

@@ -394,7 +394,10 @@ def test_a_request_timeout_is_cut_to_what_is_left_before_the_deadline():
 
 def test_bounded_takes_the_earlier_deadline():
     fake = FakeClock()
-    client = RetriedClient(Store(), RetryPolicy(), RetryClock(sleep=fake.sleep, clock=fake.clock, deadline=50.0))
-    assert client.bounded(20.0).timing.deadline == 20.0
-    assert client.bounded(80.0).timing.deadline == 50.0
-    assert client.bounded(None).timing.deadline == 50.0
+    client = RetriedClient(Store(), RetryPolicy(), RetryClock(sleep=fake.sleep, deadline=Deadline(50.0, fake.clock)))
+    assert client.bounded(Deadline(20.0, fake.clock)).timing.deadline.at == 20.0
+    assert client.bounded(Deadline(80.0, fake.clock)).timing.deadline.at == 50.0
+    assert client.bounded(None).timing.deadline.at == 50.0
+    assert client.bounded(Deadline(None, fake.clock)).timing.deadline.at == 50.0
+    assert RetriedClient(Store(), RetryPolicy(), RetryClock(deadline=Deadline(None, fake.clock))).bounded(
+        Deadline(20.0, fake.clock)).timing.deadline.at == 20.0

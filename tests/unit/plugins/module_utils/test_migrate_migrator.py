@@ -549,6 +549,46 @@ def test_a_retry_storm_never_waits_past_the_deadline():
     assert server.objects["a/cm-000"]["encoded"] == "v0"  # nothing pretended to be done
 
 
+@pytest.mark.parametrize("failure, needles", [
+    (lambda: api_error(500, "etcdserver: request timed out", "InternalError", path="/api/v1/configmaps"),
+     ["HTTP 500 InternalError from " + ENDPOINT, "(GET /api/v1/configmaps)", "etcdserver: request timed out"]),
+    (lambda: EndpointUnreachable(f"apiserver {ENDPOINT} did not answer GET /api/v1/configmaps: Connection reset by peer",
+                                 endpoint=ENDPOINT, method="GET", path="/api/v1/configmaps"),
+     ["no answer from " + ENDPOINT, "Connection reset by peer"]),
+])
+def test_a_timeout_under_persistent_failures_names_the_last_one(failure, needles):
+    """Persistent 500s (or dropped connections) and a short timeout: the timeout says every request failed, and how."""
+    server = FakeApiserver(count=3)
+    fake = FakeClock()
+    server.fault("GET", failure, count=1000)
+    with pytest.raises(DeadlineExceeded) as raised:
+        migrator(server, policy=mig.MIGRATION_RETRY, deadline=Deadline(10, fake.clock)).configure(sleep=fake.sleep).run()
+    message = str(raised.value)
+    assert message.startswith(f"Migration of {TARGET.name} timed out after 0 objects (0 chunks): every request since ")
+    assert all(needle in message for needle in needles), message
+    attempts = len(server.calls)
+    assert f"({attempts} attempts); re-run to resume" in message and attempts > 3
+    assert raised.value.details["failed_attempts"] == attempts
+    assert raised.value.details["last_error"]["endpoint"] == ENDPOINT and fake.now <= 10.0
+
+
+def test_an_answer_ends_the_failure_streak():
+    """Failures followed by answers are not "every request failed": a timeout after them names no failure."""
+    server = FakeApiserver(count=9)
+    fake = FakeClock()
+    server.fault("GET", lambda: api_error(500, "once", "InternalError"), count=2)
+    original = server.request
+
+    def slow(*args, **kwargs):
+        fake.now += 2
+        return original(*args, **kwargs)
+
+    server.request = slow
+    with pytest.raises(DeadlineExceeded) as raised:
+        migrator(server, deadline=Deadline(15, fake.clock)).configure(sleep=fake.sleep).run()
+    assert "every request" not in str(raised.value) and "last_error" not in raised.value.details
+
+
 def test_should_stop_stops_between_chunks_without_finishing():
     server = FakeApiserver(count=9)
     progress_seen = []

@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryClock, RetryPolicy, call_with_retries
 
@@ -107,7 +108,7 @@ def test_retry_storm_is_bounded_by_attempts_budget_and_deadline(policy, deadline
         raise api_error(429, retry_after=1)
 
     with pytest.raises(ApiError):
-        call_with_retries(throttled, policy, timing=RetryClock(sleep=fake.sleep, clock=fake.clock, deadline=deadline))
+        call_with_retries(throttled, policy, timing=RetryClock(sleep=fake.sleep, deadline=Deadline(deadline, fake.clock)))
     assert tries[0] <= len(calls) <= tries[1]
     if policy.budget is not None:
         assert fake.now - 100.0 <= policy.budget
@@ -125,5 +126,5 @@ def test_a_storm_of_twenty_retry_after_answers_is_ridden_out():
         return answer
 
     policy = RetryPolicy(attempts=40, budget=60)
-    assert call_with_retries(storm, policy, timing=RetryClock(sleep=fake.sleep, clock=fake.clock)) == "ok"
+    assert call_with_retries(storm, policy, timing=RetryClock(sleep=fake.sleep, deadline=Deadline(None, fake.clock))) == "ok"
     assert len(fake.slept) == 20 and all(s >= 1 for s in fake.slept)
