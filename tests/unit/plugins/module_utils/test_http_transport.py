@@ -111,7 +111,6 @@ def test_bodies_carry_their_length_and_arrive_whole(server):
     assert after["path"] == "/after" and after["method"] == "GET"
 
 
-
 def test_a_request_and_its_body_go_out_in_one_write(server, monkeypatch):
     """One send per request (one TLS record over TLS): http.client alone sends the headers and the body apart."""
     sends = []
@@ -126,6 +125,7 @@ def test_a_request_and_its_body_go_out_in_one_write(server, monkeypatch):
     assert head.startswith(b"PUT /objects/x HTTP/1.1") and json.loads(body) == {"metadata": {"name": "x"}}
     assert sends[1].endswith(b"Content-Length: 0\r\n\r\n")
     assert [seen["path"] for seen in server.seen] == ["/objects/x", "/empty", "/g"]
+
 
 def test_impersonated_groups_are_sent_as_repeated_headers(server):
     ApiClient(ConnectionSettings(host=f"http://127.0.0.1:{server.server_address[1]}", impersonate_groups=["a", "b"],
