@@ -253,6 +253,8 @@ unserved = names.unserved
 
 MEASURED_AT_ANNOTATION = "storage.kubeupgrade.io/measured-at"
 MEASURED_FROM_ANNOTATION = "storage.kubeupgrade.io/measured-from"
+
+
 @dataclass
 class MeasuredRecord:
     """Persisted hashes of one resource as an audit found them, and when and where it looked."""
