@@ -6,11 +6,19 @@ from __future__ import annotations
 
 import re
 
-from test_migration import run
-from test_migration_faults import WIDGETS, WIDGETS_PATH, plane, put_widgets  # noqa: F401 (plane is a fixture)
+import pytest
+from test_migration import _install_crd, run
+from test_migration_faults import WIDGETS, WIDGETS_PATH, put_widgets
 
 
-def test_persistent_500s_and_a_short_timeout_name_the_500(plane, capsys):  # noqa: F811
+@pytest.fixture
+def plane(control_plane_factory):
+    plane = control_plane_factory(apiservers=3, releases="1.32", tls=True, seed="demo", migrator_delay=0.2)
+    _install_crd(plane, "storage_state_crd.json")
+    return plane
+
+
+def test_persistent_500s_and_a_short_timeout_name_the_500(plane, capsys):
     put_widgets(plane, 5)
     plane.admin.fault("status", code=500, method="GET", path_regex=f"^{re.escape(WIDGETS_PATH)}$")
     failed, result = run(plane, capsys, resources=[WIDGETS], backend="client", timeout=4)
