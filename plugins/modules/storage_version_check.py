@@ -66,8 +66,8 @@ options:
         closed. Let a named resource through with O(accept) instead of narrowing this list.
       - Findings that are not about one resource (an apiserver that could not be read, a group/version whose discovery
         failed) have the verdict C(unknown).
-      - In check mode a resource verdict C(needs_migration) or C(unknown) does not block - check mode skips the
-        migration and record writes that would settle it - and is returned in RV(would_block) instead.
+      - In check mode they block as in a real run, except what a write check mode skipped would settle (see
+        O(check_mode_after_changes)).
     type: list
     elements: str
     choices: [needs_migration, unsafe, unknown, removed, safe]
@@ -155,6 +155,18 @@ options:
       - With V(false) (the default) the check writes nothing and judges the records as they are.
     type: bool
     default: false
+  check_mode_after_changes:
+    description:
+      - Say that this check gates the result of earlier steps of the same play that check mode skips (a migration, a
+        record refresh). Then, in check mode only, a resource verdict C(needs_migration) or C(unknown) - what those
+        steps would settle - is returned in RV(would_block) and named in the notes instead of blocking; apiservers
+        that could not be read, C(unsafe) and C(removed) still block.
+      - With V(false) (the default), check mode blocks as a real run does (a dry run of a gate fails when the gate
+        would fail), except for the resources whose StorageState record this task's own O(refresh_records) would
+        create or change - their C(needs_migration) or C(unknown) verdict is reported in RV(would_block).
+      - The collection's roles set it on the gates that follow a migration.
+    type: bool
+    default: false
   record_max_age:
     description:
       - Seconds after which a StorageState record whose heartbeat was not refreshed is not trusted (its resource
@@ -200,7 +212,9 @@ attributes:
   check_mode:
     description:
       - Judges as usual; with O(refresh_records=true) reports which records would change and writes nothing.
-      - Resource verdicts C(needs_migration) and C(unknown) are reported in RV(would_block), not blocking (see O(fail_on)).
+      - Blocks as a real run does, except the C(needs_migration) and C(unknown) verdicts that skipped writes would
+        settle - the records O(refresh_records) would write, every resource with O(check_mode_after_changes=true) -
+        which are reported in RV(would_block) instead.
     support: full
   diff_mode:
     description: No diff is returned; RV(records_refreshed) lists each record's change.
@@ -478,8 +492,9 @@ running_releases:
 would_block:
   description:
     - In check mode, the resource verdicts (C(needs_migration), C(unknown)) in O(fail_on) and not accepted that are
-      reported, not blocking, because check mode skips the migration and record writes that would settle them; same
-      shape as RV(blocking). The notes and reports say so.
+      reported, not blocking, because check mode skipped the writes that would settle them (this task's record
+      refresh; an earlier migration with O(check_mode_after_changes=true)); same shape as RV(blocking). The notes
+      and reports say so.
   returned: in check mode
   type: list
   elements: dict
@@ -521,6 +536,7 @@ def argument_spec() -> dict:
         "resources": {"type": "list", "elements": "str", "default": []},
         "record_max_age": {"type": "int"},
         "refresh_records": {"type": "bool", "default": False},
+        "check_mode_after_changes": {"type": "bool", "default": False},
         # Used by the action plugin, which writes the reports on the controller.
         "report_dir": {"type": "path"},
         "report_name": {"type": "str", "default": "storage-check"},

@@ -142,7 +142,7 @@ def run(module) -> dict:
         refreshed, observation = storage_state_io.refresh_before_use(
             module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
     judgement = judge_observed(module, observation, (options, target, profiles), count=params.get("count_objects", True))
-    would_block = hold_for_check_mode(judgement) if module.check_mode else None
+    would_block = hold_for_check_mode(judgement, settled_by_skipped_writes(params, refreshed)) if module.check_mode else None
     if resources:
         _check_names(params, observation, profiles, manifests)
     unjudged = _unjudged_accepts(options.accept, judgement)
@@ -170,10 +170,21 @@ def run(module) -> dict:
     return result
 
 
-def hold_for_check_mode(judgement) -> list:
-    """In check mode, unblock the resource verdicts in ``CHECK_MODE_REPORTED`` (the one place that decides what blocks
-    in check mode) and say so in the notes; returns them, in the shape of ``blocking``."""
-    held = [r for r in judgement.resources if r.blocking and r.verdict in CHECK_MODE_REPORTED]
+def settled_by_skipped_writes(params, refreshed) -> Optional[set]:
+    """The resources whose verdict a write check mode skipped would settle: every one after earlier changes of the play
+    (``check_mode_after_changes``; returns None), else those whose record this task's own refresh would create or
+    change (an empty set: nothing is held)."""
+    if params.get("check_mode_after_changes"):
+        return None
+    return {r["name"] for r in (refreshed or {}).get("records", []) if r.get("action") not in (None, "unchanged")}
+
+
+def hold_for_check_mode(judgement, only: Optional[set] = None) -> list:
+    """In check mode, unblock the resource verdicts in ``CHECK_MODE_REPORTED`` (the one place that decides what skipped
+    writes would settle) of ``only`` (None: every resource) and say so in the notes; returns them, in the shape of
+    ``blocking``. Apiservers not read, unsafe and removed block as in a real run."""
+    held = [r for r in judgement.resources if r.blocking and r.verdict in CHECK_MODE_REPORTED
+            and (only is None or r.resource in only)]
     for verdict in held:
         verdict.blocking = False
     if held:

@@ -99,3 +99,24 @@ def test_the_roll_position_says_which_earlier_host_is_not_done(run_module, fake_
     # every fake apiserver runs 1.32: the first host of the roll is not on 1.33, so the second must not be touched
     assert result["roll"]["pending_before"] == [ENDPOINTS[0]] and not result["roll"]["done"]
     assert result["roll"]["msg"].startswith(f"not touching {ENDPOINTS[1]}")
+
+
+def test_check_mode_blocks_as_a_real_run_except_what_skipped_writes_would_settle(run_module, fake_cluster):
+    """A dry run of a gate fails when the gate would: only the verdicts of records this task's refresh would write, or
+    every needs_migration/unknown after earlier changes of the play (check_mode_after_changes), are held."""
+    args = {**BASE_ARGS, "target_release": "1.33", "resources": ["pods"]}
+    real_failed, real = run_module(module, args)
+    assert real_failed and real["blocking"][0]["verdict"] in ("unknown", "needs_migration"), real["msg"]
+    failed, dry = run_module(module, args, check_mode=True)
+    assert failed and dry["blocking"] == real["blocking"] and not dry.get("would_block"), dry["msg"]
+    failed, refreshed = run_module(module, {**args, "refresh_records": True}, check_mode=True)
+    assert [r["name"] for r in refreshed["records_refreshed"]["records"] if r["action"] != "unchanged"] == ["pods"]
+    assert not failed and [w["subject"] for w in refreshed["would_block"]] == ["pods"], refreshed["msg"]
+    failed, after = run_module(module, {**args, "check_mode_after_changes": True}, check_mode=True)
+    assert not failed and [w["subject"] for w in after["would_block"]] == ["pods"], after["msg"]
+    assert "would block are reported, not blocking" in after["report_text"]
+    assert fake_cluster.writes() == []
+    for path in list(fake_cluster.routes[ENDPOINTS[1]]):
+        fake_cluster.routes[ENDPOINTS[1]][path] = unreachable()
+    failed, unread = run_module(module, {**args, "check_mode_after_changes": True}, check_mode=True)
+    assert failed and ENDPOINTS[1] in [b["subject"] for b in unread["blocking"]], "an apiserver not read must block"
