@@ -90,3 +90,22 @@ class FakeApiClient(ApiClient):
 
 def unreachable(message: str = "connection refused"):
     return EndpointUnreachable(message)
+
+
+class FakeClock:
+    """A clock and a sleep for the waits under test: sleeping moves the clock; ``slept`` lists every sleep.
+    Pass ``clock`` (or the instance itself: it is callable) and ``sleep``."""
+
+    def __init__(self, now: float = 0.0):
+        self.now = now
+        self.slept = []
+
+    def __call__(self):
+        return self.now
+
+    def clock(self):
+        return self.now
+
+    def sleep(self, seconds):
+        self.slept.append(seconds)
+        self.now += seconds

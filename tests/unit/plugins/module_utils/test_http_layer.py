@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import pytest
-from kube_fakes import FakeApiClient
+from kube_fakes import FakeApiClient, FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiResponse, parse_json_body
@@ -97,17 +97,6 @@ def test_list_all_gives_up_after_a_second_410():
     assert error.value.status == 410 and len(client.log) == 4
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 100.0
-        self.slept = []
-
-    def __call__(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 @pytest.mark.parametrize("values, timeout, interval, result, polls, slept", [
@@ -117,7 +106,7 @@ class FakeClock:
     ([False, True], 0, 2, PollTimeout, 1, []),
 ])
 def test_poll_until(values, timeout, interval, result, polls, slept):
-    clock = FakeClock()
+    clock = FakeClock(100.0)
     seen = iter(values)
     fetched = []
 

@@ -9,6 +9,7 @@ import copy
 import json
 
 import pytest
+from kube_fakes import FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiResponse
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import bookkeeping
@@ -36,17 +37,6 @@ STATE = f"{storage_state_io.STATES_PATH}/{WIDGETS}"
 HASH = "gIwvi5rymmg="
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-        self.sleeps = []
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 def api_error(status, reason="", retry_after=None, method="GET", path="/"):
@@ -179,9 +169,9 @@ def test_a_transient_fault_on_a_lease_request_is_retried(method, path, existing,
     lease.acquire(Deadline(None, fake.clock), sleep=fake.sleep)
     lease._halt.set()
     assert store.objects[LEASE]["spec"]["holderIdentity"] == "run-a@host" and lease.waited_for is None
-    assert store.count(method, path) == 3 and len(fake.sleeps) == 2
+    assert store.count(method, path) == 3 and len(fake.slept) == 2
     if fault == "429-retry-after":
-        assert all(s >= 3 for s in fake.sleeps)
+        assert all(s >= 3 for s in fake.slept)
 
 
 @pytest.mark.parametrize("method,path,existing", [("POST", LEASES_PATH, False), ("PUT", LEASE, True)],

@@ -12,6 +12,7 @@ import os
 import time
 
 import pytest
+from kube_fakes import FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiResponse
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
@@ -505,15 +506,6 @@ def test_checkpoint_path_is_per_cluster_and_resource(tmp_path):
     assert len(paths) == 3 and all(p.startswith(str(tmp_path)) for p in paths)
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.now += seconds
 
 
 def test_deadline_stops_between_chunks():

@@ -5,6 +5,7 @@ migration's wait, the agreement gate's grace for an apiserver that restarts (the
 from __future__ import annotations
 
 import pytest
+from kube_fakes import FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_until
@@ -17,17 +18,6 @@ RUNNING = {"status": {"conditions": [{"type": "Running", "status": "True"}]}}
 SUCCEEDED = {"status": {"conditions": [{"type": "Succeeded", "status": "True"}]}}
 
 
-class FakeClock:
-    def __init__(self):
-        self.now = 0.0
-        self.slept = []
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 class Migrations:

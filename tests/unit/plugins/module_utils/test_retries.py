@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from kube_fakes import FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable
@@ -81,17 +82,6 @@ def test_success_after_transient_failures():
     assert call_with_retries(flaky, RetryPolicy(attempts=5), sleep=lambda s: None) == "ok"
 
 
-class FakeTime:
-    def __init__(self):
-        self.now = 100.0
-        self.slept = []
-
-    def clock(self):
-        return self.now
-
-    def sleep(self, seconds):
-        self.slept.append(seconds)
-        self.now += seconds
 
 
 @pytest.mark.parametrize("policy, deadline, tries", [
@@ -101,7 +91,7 @@ class FakeTime:
     (RetryPolicy(attempts=3, budget=100), None, (3, 3)),
 ])
 def test_retry_storm_is_bounded_by_attempts_budget_and_deadline(policy, deadline, tries):
-    fake, calls = FakeTime(), []
+    fake, calls = FakeClock(100.0), []
 
     def throttled():
         calls.append(fake.now)
@@ -117,7 +107,7 @@ def test_retry_storm_is_bounded_by_attempts_budget_and_deadline(policy, deadline
 
 
 def test_a_storm_of_twenty_retry_after_answers_is_ridden_out():
-    fake, answers = FakeTime(), [api_error(429, retry_after=1)] * 20 + ["ok"]
+    fake, answers = FakeClock(100.0), [api_error(429, retry_after=1)] * 20 + ["ok"]
 
     def storm():
         answer = answers.pop(0)
