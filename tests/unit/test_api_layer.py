@@ -32,20 +32,12 @@ WAIT_LOOPS_ALLOWED = {
     # The retry loop: it sleeps between tries of one request (a backoff, not a wait for a condition) and stops
     # at the caller's Deadline; every retried request of the collection goes through it.
     ("plugins/module_utils/retries.py", "call_with_retries"),
-    # Waits for the rehearsal's own processes, left for the rehearsal's owners to move onto poll_until: the scratch
-    # etcd answering (not an apiserver), the target apiserver's /readyz, the copy's CRDs being served.
-    ("plugins/module_utils/_rehearse/scratch.py", "_wait"),
-    ("plugins/module_utils/_rehearse/runner.py", "_wait_ready"),
-    ("plugins/module_utils/_rehearse/reader.py", "wait_for_custom_resources"),
 }
 
 # (file, function): comparisons with 404 that are not an apiserver's "missing".
 NOT_FOUND_ALLOWED = {
     # etcd's JSON gateway answering 404: not an etcd client URL (an etcd status, not an apiserver's).
     ("plugins/module_utils/_audit/etcd_io.py", "_parse_response"),
-    # The rehearsal reads its own scratch apiserver; left for the rehearsal's owners to move onto is_missing.
-    ("plugins/module_utils/_rehearse/reader.py", "discover"),
-    ("plugins/module_utils/_rehearse/reader.py", "_read_one_by_one"),
 }
 
 

@@ -13,9 +13,9 @@ import time
 from typing import Dict
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import bookkeeping
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.migrator import ClientMigrator, ClientOptions, ResourceTarget
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import reader
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource

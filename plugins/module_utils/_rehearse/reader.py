@@ -13,12 +13,14 @@ import copy
 import itertools
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterator, List, Set, Tuple
+from typing import Callable, Dict, Iterator, List, Set, Tuple, Union
 from urllib.parse import quote
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdReader, EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import is_missing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.model import ResourceRead
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable
 
@@ -91,7 +93,7 @@ def discover(client) -> Served:
         except EndpointUnreachable:
             raise
         except ApiError as error:
-            if error.status != 404:  # 404: an APIService of another release, left in the copy; not served here
+            if not is_missing(error):  # missing: an APIService of another release, left in the copy; not served here
                 served.failed[f"{group}/{version}".lstrip("/")] = str(error)
             continue
         for resource in document.get("resources") or []:
@@ -122,16 +124,27 @@ def probe(client, served: Served, stored: StoredKeys, candidates: Dict[str, List
                 break
 
 
-def wait_for_custom_resources(client, stored: StoredKeys, timeout: float, sleep=time.sleep, clock=time.monotonic) -> Served:
-    """Discovery, again until every stored resource whose CRD is in the copy is served (CRDs establish after ready)."""
-    deadline = clock() + timeout
-    while True:
+CRD_POLL = 0.5  # seconds between two discoveries while the copy's CRDs establish
+
+
+def wait_for_custom_resources(client, stored: StoredKeys, timeout: Union[float, Deadline], sleep=time.sleep,
+                              clock=time.monotonic) -> Served:
+    """Discovery, again until every stored resource whose CRD is in the copy is served (CRDs establish after ready).
+
+    Never an error: at the deadline the last discovery is what the target serves (what it does not is read as such)."""
+
+    def fetch():
         served = discover(client)
         pending = [name for name in stored.counts if name not in served.resources and "." in name
                    and client.get_or_none(paths.crd(name)) is not None]
-        if not pending or clock() >= deadline:
-            return served
-        sleep(0.5)
+        return served, pending
+
+    deadline = timeout if isinstance(timeout, Deadline) else Deadline.after(timeout, clock)
+    try:
+        served, _pending = poll_until(fetch, lambda value: not value[1], deadline, CRD_POLL, sleep=sleep)
+    except PollTimeout as late:
+        served, _pending = late.last
+    return served
 
 
 def apply_crds(client, objects: Dict[str, dict]) -> Dict[str, str]:
@@ -190,7 +203,7 @@ def _read_one_by_one(client, read: ResourceRead, served, objects: Iterator[keys_
         except EndpointUnreachable:
             raise
         except ApiError as error:
-            if error.status == 404:
+            if is_missing(error):
                 continue  # deleted since the copy (by the target's own controllers): nothing to decode
             if error.status >= 500:
                 read.undecodable += 1

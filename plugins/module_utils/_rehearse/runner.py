@@ -11,13 +11,14 @@ import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Optional
+from typing import Dict, Optional, Union
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crd_objects
@@ -256,23 +257,34 @@ def _client(apiserver: scratch.TargetApiserver) -> ApiClient:
                                         headers={"Authorization": f"Bearer {apiserver.token}"}, timeout=60.0))
 
 
-def _wait_ready(apiserver: scratch.TargetApiserver, timeout: float, clock=time.monotonic, sleep=time.sleep) -> bool:
-    """Whether /readyz answered 200 before the apiserver exited or the time ran out."""
-    deadline = clock() + timeout
-    client = None
-    while clock() < deadline:
+READY_POLL = 0.25  # seconds between two /readyz requests while the apiserver starts
+EXITED, READY, STARTING = "exited", "ready", "starting"
+
+
+def _wait_ready(apiserver: scratch.TargetApiserver, timeout: Union[float, Deadline], clock=time.monotonic,
+                sleep=time.sleep) -> bool:
+    """Whether /readyz answered 200 before the apiserver exited or the time ran out (an exit ends the wait at once;
+    the caller names the log's error lines)."""
+    clients = []  # made once the apiserver has written its serving certificate
+
+    def fetch() -> str:
         if apiserver.exit_code() is not None:
-            return False
-        if client is None and os.path.isfile(apiserver.ca_cert):
-            client = _client(apiserver)
-        if client is not None:
+            return EXITED
+        if not clients and os.path.isfile(apiserver.ca_cert):
+            clients.append(_client(apiserver))
+        if clients:
             try:
-                client.request("GET", paths.READYZ)
-                return True
+                clients[0].request("GET", paths.READYZ)
+                return READY
             except ApiError:
                 pass
-        sleep(0.25)
-    return False
+        return STARTING
+
+    deadline = timeout if isinstance(timeout, Deadline) else Deadline.after(timeout, clock)
+    try:
+        return poll_until(fetch, lambda state: state != STARTING, deadline, READY_POLL, sleep=sleep) == READY
+    except PollTimeout:
+        return False
 
 
 def _served_by_release(git_version: str) -> Dict[str, list]:

@@ -24,8 +24,9 @@ import socket
 import subprocess
 import tempfile
 import time
-from typing import Callable, Iterable, List, Optional, Tuple
+from typing import Callable, Iterable, List, Optional, Tuple, Union
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
 
 PREFIX = "kubeupgrade-rehearsal-"
@@ -33,6 +34,9 @@ OWNER = "owner.pid"
 CHILDREN = "children.pids"
 TXN_OPS = 1000  # puts per transaction into the scratch etcd (its --max-txn-ops is raised to match)
 TXN_BYTES = 8 << 20
+STATUS = "/v3/maintenance/status"  # the etcd JSON gateway's status call: it answers once the member serves clients
+ETCD_POLL = 0.2  # seconds between two status calls while the scratch etcd starts
+EXITED, ANSWERED, STARTING = "exited", "answered", "starting"
 
 
 class RehearsalError(KubeUpgradeError):
@@ -255,17 +259,24 @@ class ScratchEtcd:
                 f"--max-txn-ops={TXN_OPS}", f"--max-request-bytes={TXN_BYTES + (1 << 20)}", "--quota-backend-bytes=8589934592",
                 "--snapshot-count=1000000", "--log-level=warn"]
 
-    def _wait(self, timeout: float) -> bool:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
+    def _wait(self, timeout: Union[float, Deadline], clock=time.monotonic, sleep=time.sleep) -> bool:
+        """Whether it answered before it exited, logged that its port was taken, or the time ran out (either of the
+        first two ends the wait at once; ``start`` names the log's last line)."""
+
+        def fetch() -> str:
             if self.process.poll() is not None or PORT_TAKEN in self.workspace.log_text("etcd.log"):
-                return False
+                return EXITED
             try:
-                self._request("/v3/maintenance/status", {}, timeout=2.0)
-                return True
+                self._request(STATUS, {}, timeout=2.0)
+                return ANSWERED
             except (OSError, http.client.HTTPException, RehearsalError, ValueError):
-                time.sleep(0.2)
-        return False
+                return STARTING
+
+        deadline = timeout if isinstance(timeout, Deadline) else Deadline.after(timeout, clock)
+        try:
+            return poll_until(fetch, lambda state: state != STARTING, deadline, ETCD_POLL, sleep=sleep) == ANSWERED
+        except PollTimeout:
+            return False
 
     def _request(self, path: str, body: dict, connection=None, timeout: float = 120.0) -> dict:
         own = connection is None
