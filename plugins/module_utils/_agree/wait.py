@@ -18,7 +18,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreeme
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 
 def compare_endpoints(endpoints, resources=None, require_ready=True, ignore=()) -> Agreement:
@@ -108,7 +107,7 @@ def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.mono
     def fetch():
         observation = observer.observe(resources, include=())
         if not seen:
-            _refuse_unknown_names(observation, resources)
+            _refuse_unknown_names(observation, resources, getattr(observer, "profiles", None))
         agreement = compare_endpoints(observation.endpoints, resources=resources, require_ready=wait.require_ready,
                                       ignore=observation.aggregated_group_versions() | set(wait.accepted))
         seen.append(agreement)
@@ -174,18 +173,12 @@ def next_step(agreement, observation, ignore) -> str:
     return "; ".join(steps) + ", then run again." if steps else "Run again."
 
 
-def _refuse_unknown_names(observation, resources) -> None:
-    """A name no apiserver serves is a typo (or a record left from an earlier release), not a disagreement."""
-    reachable = [ep for ep in observation.endpoints if ep.reachable]
-    if not resources or not reachable or len(reachable) != len(observation.endpoints):
-        return
-    served = {name for ep in reachable for name in ep.resources}
-    ignore = observation.aggregated_group_versions()
-    missing = {name: names.closest(name, served) for name in resources if name not in served
-               and all(ep.covers(GroupResource.parse(name).group, ignore) for ep in reachable)}
+def _refuse_unknown_names(observation, resources, profiles=None) -> None:
+    """A name no apiserver serves is a typo (or a record left from an earlier release), not a disagreement: the one
+    rule and message of ``resources.unserved_names``, as storage_version_info and storage_state say it."""
+    missing = names.unserved_names(resources or [], observation, profiles)
     if missing:
-        raise ConfigurationError(names.describe_unknown("resources", missing).replace(
-            "no apiserver serves, no StorageState records and no release data knows", "no apiserver serves"))
+        raise ConfigurationError(names.describe_unserved("resources", missing, [ep.endpoint for ep in observation.endpoints]))
 
 
 def last_agreement_fields(agreement) -> dict:

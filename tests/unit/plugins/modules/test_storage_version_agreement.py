@@ -76,3 +76,13 @@ def test_rejected_credentials_are_named_as_such_not_as_an_apiserver_to_make_reac
     assert failed and result["msg"].startswith("agreement could not be established"), result["msg"]
     assert f"Fix the credentials used for {ENDPOINTS[1]}" in result["msg"] and "HTTP 401" in result["msg"]
     assert f"Make {ENDPOINTS[1]} reachable" not in result["msg"], "a rejected credential is not an unreachable apiserver"
+
+
+def test_a_name_no_apiserver_serves_is_refused_at_once_as_storage_version_info_refuses_it(run_module, fake_cluster):
+    """The one rule and message of resources.unserved_names: the option, did you mean (from the apiservers and the
+    release data of the releases they run), the apiservers asked; no wait for a name that cannot agree."""
+    failed, result = run_module(module, {**BASE_ARGS, "resources": ["pods", "deployment.apps"], "interval": 0, "timeout": 60})
+    assert failed, result
+    assert result["msg"].startswith("resources: no apiserver serves 'deployment.apps' (did you mean deployments.apps"), result["msg"]
+    assert all(endpoint in result["msg"] for endpoint in ENDPOINTS), result["msg"]
+    assert "'pods'" not in result["msg"]
