@@ -153,6 +153,17 @@ options:
         RV(records_refreshed).
       - In check mode nothing is written (RV(records_refreshed) says what would be) and the records are judged as they are.
       - With V(false) (the default) the check writes nothing and judges the records as they are.
+      - Not done when O(audit) is given - the audit's measurement beats the records for what it read, and a play that
+        has an audit sets the records from it (M(kubeupgrade.storage.storage_state) with
+        O(kubeupgrade.storage.storage_state#module:audit)); RV(records_refreshed) is then not returned.
+    type: bool
+    default: false
+  target_running_release:
+    description:
+      - When O(target_release) is empty (and no O(rehearsal) names a release), judge against the release the apiservers
+        run now - the first one an apiserver reports, in the order of O(endpoints). For a check after a migration without
+        a target (every apiserver runs one release once they agreed). No apiserver reporting its release is an error.
+      - Ignored when O(target_release) is given. Cannot be combined with O(offline=true).
     type: bool
     default: false
   check_mode_after_changes:
@@ -220,7 +231,7 @@ attributes:
     description: No diff is returned; RV(records_refreshed) lists each record's change.
     support: none
 notes:
-  - At least one of O(target_release), O(target_endpoint) or O(target_crds) is required.
+  - At least one of O(target_release), O(target_endpoint), O(target_crds), O(rehearsal) or O(target_running_release) is required.
   - Offline, the check needs the C(kubernetes) Python package only because every cluster module of the collection
     loads with it.
   - The reports are written by this module's action plugin, on the controller.
@@ -469,6 +480,29 @@ releases:
   type: list
   elements: str
   sample: ["1.32"]
+unreachable_endpoints:
+  description:
+    - The apiservers that did not answer (each is also a blocking finding unless accepted). A pre-flight is meaningful
+      only when this is empty; the preflight role stops on it.
+  returned: always
+  type: list
+  elements: str
+  sample: ["https://10.0.0.13:6443"]
+migration:
+  description:
+    - What a play may migrate before its rolling upgrade touches a host, decided from RV(verdict), RV(releases), whether
+      O(audit) and O(target_crds) are given. Nothing when RV(verdict) is C(safe), nor while the apiservers run
+      different releases (a roll is under way - the checks before each host and the final gate take over). Otherwise,
+      with O(audit), the objects it found in a version the target cannot decode; without one, or with O(target_crds),
+      the resources the records and a check against the target select.
+    - C(resources) - migrate what the records and a check against the target select (the migrate role);
+      C(objects_from_audit) - migrate the objects the audit named (M(kubeupgrade.storage.storage_migration)
+      O(kubeupgrade.storage.storage_migration#module:objects_from_audit)); with both, the migrate role runs first; C(why) - why
+      nothing is migrated while something is not safe, empty otherwise.
+  returned: when the check judged
+  type: dict
+  sample: {"resources": false, "objects_from_audit": false,
+           "why": "Not migrating before the rolling upgrade: the apiservers run different releases (1.32, 1.33), ..."}
 offline:
   description: Whether the check judged offline, from O(audit) with no apiserver read (see O(offline)).
   returned: success
@@ -503,10 +537,15 @@ roll:
   description:
     - Where the rolling upgrade stands before the host of O(upgrading) is touched, from the apiservers themselves.
     - C(done) - it already runs O(target_release) and is ready (not upgraded again); C(pending_before) - the endpoints
-      earlier in O(upgrade_order) that are not on O(target_release) and ready (the roll must stop); C(msg) says which.
+      earlier in O(upgrade_order) that are not on O(target_release) and ready; C(unready) - every apiserver observed
+      that is unreachable or not ready.
+    - C(stop) - the roll must stop before this host - an apiserver in C(unready), or one in C(pending_before) (not in
+      check mode, which upgrades no host, so the hosts before this one cannot be on the target there); C(msg) says why,
+      else whether this host is done or next.
   returned: when O(upgrading) is given
   type: dict
   sample: {"endpoint": "https://10.0.0.12:6443", "release": "1.32", "ready": true, "done": false, "pending_before": [],
+           "unready": [], "stop": false,
            "msg": "https://10.0.0.12:6443 (release 1.32, ready) is next: every host before it runs 1.33."}
 """
 
@@ -516,7 +555,8 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import 
 # No "blocking" on a failure before any judgement: the roles tell that failure from blocking verdicts by it.
 # Every key RETURN documents as always returned, as a failure before any judgement has them (nothing judged).
 EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "report_markdown": "", "report_text": "", "blocking": [],
-                "accepted": [], "findings": [], "not_stored": [], "skipped_resources": [], "endpoints": [], "disagreeing": []}
+                "accepted": [], "findings": [], "not_stored": [], "skipped_resources": [], "endpoints": [], "disagreeing": [],
+                "unreachable_endpoints": []}
 
 
 def argument_spec() -> dict:
@@ -537,6 +577,7 @@ def argument_spec() -> dict:
         "record_max_age": {"type": "int"},
         "refresh_records": {"type": "bool", "default": False},
         "check_mode_after_changes": {"type": "bool", "default": False},
+        "target_running_release": {"type": "bool", "default": False},
         # Used by the action plugin, which writes the reports on the controller.
         "report_dir": {"type": "path"},
         "report_name": {"type": "str", "default": "storage-check"},

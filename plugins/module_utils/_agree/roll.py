@@ -5,7 +5,8 @@ Ansible's batch semantics cannot be trusted to stop a roll: with ``serial: 1`` a
 dropped and the next batch still runs, and ``rescue`` does not run for it (ansible/ansible#56265). So
 before each host the cluster is asked: every apiserver earlier in the order must run the target and be
 ready, and this host's apiserver tells whether it is done already (a resumed roll skips it, never
-upgrades it twice).
+upgrades it twice). Every apiserver must also be reachable and ready before any host is touched; ``stop`` says
+whether the roll stops here, ``msg`` why (the roles fail on it, nothing else).
 """
 
 from __future__ import annotations
@@ -39,8 +40,11 @@ def check_options(order: List[str], upgrading: Optional[str], target_release: Op
                                  "the endpoints of every host of the roll, in the order they are upgraded")
 
 
-def position(endpoints, order: List[str], upgrading: str, target_release: Optional[str]) -> dict:
-    """``{endpoint, release, ready, done, pending_before, msg}`` for the apiserver ``upgrading`` in ``order``."""
+def position(endpoints, order: List[str], upgrading: str, target_release: Optional[str], check_mode: bool = False) -> dict:
+    """``{endpoint, release, ready, done, pending_before, unready, stop, msg}`` for the apiserver ``upgrading`` in
+    ``order``, ``endpoints`` being every apiserver observed. The roll stops (``stop``) when an apiserver is unreachable or
+    not ready (``unready``), or a host before this one is not on the target and ready (``pending_before``) - except
+    in check mode, which upgrades no host, so the hosts before this one cannot be on the target there."""
     check_options(order, upgrading, target_release)
     order = [url.rstrip("/") for url in order or []]
     upgrading = upgrading.rstrip("/")
@@ -51,9 +55,17 @@ def position(endpoints, order: List[str], upgrading: str, target_release: Option
                                  "give every apiserver of the roll in endpoints too")
     before = order[:order.index(upgrading)]
     pending = [url for url in before if not _done(by_url[url], target_release)]
+    unready = [ep.endpoint for ep in endpoints if not (ep.reachable and ep.ready)]
     this = by_url[upgrading]
     done = _done(this, target_release)
-    if pending:
+    if unready:
+        msg = (f"not touching {upgrading}: not every apiserver is reachable and ready ("
+               + "; ".join(f"{ep.endpoint}: {_state(ep)}" for ep in endpoints if ep.endpoint in unready)
+               + "). Fix the control plane first.")
+    elif pending and check_mode:
+        msg = (f"{upgrading} ({_state(this)}): {len(pending)} host(s) before it are not on {target_release}, as expected in "
+               "check mode, which upgrades no host: the roll goes on.")
+    elif pending:
         msg = (f"not touching {upgrading}: the hosts before it in the roll are not all on {target_release} and ready ("
                + "; ".join(f"{url}: {_state(by_url[url])}" for url in pending)
                + "). A host was skipped (unreachable, or its upgrade failed): fix it and run the playbook again; hosts "
@@ -63,4 +75,5 @@ def position(endpoints, order: List[str], upgrading: str, target_release: Option
     else:
         msg = f"{upgrading} ({_state(this)}) is next: every host before it runs {target_release}."
     return {"endpoint": upgrading, "release": this.release, "ready": this.ready, "done": done,
-            "pending_before": pending, "msg": msg}
+            "pending_before": pending, "unready": unready, "stop": bool(unready) or (bool(pending) and not check_mode),
+            "msg": msg}

@@ -36,6 +36,7 @@ LIVE_ONLY = {
     "target_endpoint": "an apiserver that already runs the target must answer",
     "upgrading": "the roll guard establishes from the apiservers where a roll stands",
     "refresh_records": "StorageState records are written through an apiserver",
+    "target_running_release": "the release the apiservers run is read from them",
 }
 
 

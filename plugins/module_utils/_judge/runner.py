@@ -17,7 +17,7 @@ from typing import Optional
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, offline, rehearsed, report
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import decisions, measured, offline, rehearsed, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
     NEEDS_MIGRATION,
@@ -49,7 +49,8 @@ CLUSTER_READS = ("crds", "storage_states", "storage_versions", "leases")
 def validate(params) -> None:
     """Every option checked before any request."""
     roll.check_options(params.get("upgrade_order") or [], params.get("upgrading"), params.get("target_release"))
-    if not (params.get("target_release") or params.get("target_endpoint") or params.get("target_crds") or params.get("rehearsal")):
+    if not (params.get("target_release") or params.get("target_endpoint") or params.get("target_crds") or params.get("rehearsal")
+            or params.get("target_running_release")):
         raise ConfigurationError("Nothing to check against: give target_release (for example \"1.34\", quoted), "
                                  "target_endpoint, target_crds and/or rehearsal.")
     rehearsed.validate(params.get("rehearsal"), params.get("target_release"))
@@ -119,7 +120,7 @@ def run(module) -> dict:
     profiles = load_profiles(profiles_file=params["profiles_file"], profiles=params["profiles"])
     # A rehearsal says which release it is: its release data judges what the rehearsal does not read.
     release_name = params["target_release"] or rehearsed.release_of(params.get("rehearsal"))
-    release = profiles.get(release_name) if release_name else None
+    release = profiles.get(release_name) if release_name else None  # an unknown release is named before any request
     manifests = load_target_crds(params["target_crds"]) if params["target_crds"] else None
     resources = params["resources"] or None
     running = offline.running_releases(params.get("running_releases"), profiles)
@@ -128,7 +129,6 @@ def run(module) -> dict:
                            accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]),
                            audit=params.get("audit"), judged_before=params.get("judged_before"),
                            rehearsal=params.get("rehearsal"))
-    target = Target(release=release, live=live, crd_manifests=manifests)
     if params.get("offline"):
         observed = None
         observation = _offline(options, profiles, running)
@@ -137,18 +137,42 @@ def run(module) -> dict:
         if options.audit is not None and observation.endpoints and not any(ep.reachable for ep in observation.endpoints):
             # Accepting an unreachable apiserver means "judge without it": from the audit, never "pass".
             observation = _offline(options, profiles, running, unreachable=observation.endpoints)
+    if not release_name and params.get("target_running_release"):
+        release_name = decisions.require_running_release(observed.endpoints if observed else [])
+        release = profiles.get(release_name)
+    target = Target(release=release, live=live, crd_manifests=manifests)
     refreshed = None
-    if params.get("refresh_records") and not options.offline:
+    if decisions.refreshes_records(params.get("refresh_records"), options.audit is not None) and not options.offline:
         refreshed, observation = storage_state_io.refresh_before_use(
             module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
     judgement = judge_observed(module, observation, (options, target, profiles), count=params.get("count_objects", True))
     would_block = hold_for_check_mode(judgement, settled_by_skipped_writes(params, refreshed)) if module.check_mode else None
     if resources:
         _check_names(params, observation, profiles, manifests)
-    unjudged = _unjudged_accepts(options.accept, judgement)
+    seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
+    _warn(module, judgement, seen)
+    result = result_of(judgement, seen, title=_title(params, release_name), resources=resources)
+    result["migration"] = decisions.migration_before_roll(result["verdict"], result["releases"], options.audit is not None,
+                                                          bool(params["target_crds"]))
+    if options.offline:
+        result["running_releases"] = running
+    if params.get("upgrading"):
+        result["roll"] = roll.position(seen.endpoints, params.get("upgrade_order") or [], params["upgrading"],
+                                       release.release if release else None, check_mode=module.check_mode)
+    if would_block is not None:
+        result["would_block"] = would_block
+    if refreshed is not None:
+        result["records_refreshed"] = refreshed
+        result["changed"] = refreshed["changed"]
+    return result
+
+
+def _warn(module, judgement, seen) -> None:
+    """The warnings of a judgement: accepts it did not judge, each failed discovery, audit keys outside the layout."""
+    params = module.params
+    unjudged = _unjudged_accepts(dict(params.get("accept") or {}), judgement)
     if unjudged:
         module.warn(unjudged)
-    seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
     for warning in (seen.warnings if seen else []):  # each failed discovery, named with its apiserver
         module.warn(warning)
     outside = (params.get("audit") or {}).get("outside_layout")
@@ -156,18 +180,6 @@ def run(module) -> dict:
         shown = ", ".join((params["audit"].get("outside_layout_keys") or [])[:3])
         module.warn(f"the audit found {outside} key(s) outside the apiserver's key layout, judged for no resource"
                     + (f" (first: {shown})" if shown else "") + ": look at them with etcdctl get before the upgrade")
-    result = result_of(judgement, seen, title=_title(params), resources=resources)
-    if options.offline:
-        result["running_releases"] = running
-    if params.get("upgrading"):
-        result["roll"] = roll.position(seen.endpoints, params.get("upgrade_order") or [], params["upgrading"],
-                                       release.release if release else None)
-    if would_block is not None:
-        result["would_block"] = would_block
-    if refreshed is not None:
-        result["records_refreshed"] = refreshed
-        result["changed"] = refreshed["changed"]
-    return result
 
 
 def settled_by_skipped_writes(params, refreshed) -> Optional[set]:
@@ -202,9 +214,8 @@ def _offline(options: JudgeOptions, profiles, running, unreachable=()):
     return offline.build_observation(options.audit, profiles, running, unreachable=unreachable)
 
 
-def _title(params) -> str:
-    target = (params.get("target_release") or params.get("target_endpoint") or rehearsed.release_of(params.get("rehearsal"))
-              or "the target CRD manifests")
+def _title(params, release_name: Optional[str] = None) -> str:
+    target = params.get("target_release") or params.get("target_endpoint") or release_name or "the target CRD manifests"
     return f"Storage pre-flight for {target}"
 
 
@@ -233,6 +244,7 @@ def result_of(judgement, observation, title: Optional[str] = None, resources=Non
         "agreed": bool(live.endpoints) and not judgement.offline and bool(observation_agreement(live, resources).agreed),
         # One release everywhere: a migration may wait for agreement; several: a roll is under way.
         "releases": sorted({ep.release for ep in live.endpoints if ep.reachable and ep.release}),
+        "unreachable_endpoints": [ep.endpoint for ep in live.endpoints if not ep.reachable],
         # Where the apiservers stand apart (expected mid-upgrade), decided as the agreement gate decides it.
         "disagreeing": [{"resource": name, "storage_versions": row["storage_versions"]}
                         for name, row in resource_table(live).items() if not row["agreed"]],

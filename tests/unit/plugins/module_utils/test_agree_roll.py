@@ -43,3 +43,33 @@ def test_an_earlier_host_on_the_target_but_not_ready_stops_the_roll():
 def test_a_host_outside_the_order_is_a_configuration_error():
     with pytest.raises(ConfigurationError, match="not in upgrade_order"):
         roll.position(endpoints("1.32", "1.32", "1.32"), ORDER[:2], ORDER[2], "1.33")
+
+
+def observed(*states):
+    """Endpoints of ORDER as (release, reachable, ready)."""
+    return [EndpointObservation(endpoint=url, reachable=reachable, release=release if reachable else None, ready=ready)
+            for url, (release, reachable, ready) in zip(ORDER, states)]
+
+
+ON, OLD, DOWN, UNREADY = ("1.33", True, True), ("1.32", True, True), ("1.32", False, False), ("1.33", True, False)
+
+
+@pytest.mark.parametrize("states, upgrading, check_mode, stop, unready, starts", [
+    ((ON, OLD, OLD), 1, False, False, [], f"{ORDER[1]} (release 1.32, ready) is next"),
+    ((ON, ON, OLD), 1, False, False, [], f"{ORDER[1]} already runs 1.33"),
+    ((OLD, OLD, OLD), 2, False, True, [], f"not touching {ORDER[2]}: the hosts before it"),
+    ((OLD, OLD, OLD), 2, True, False, [], f"{ORDER[2]} (release 1.32, ready): 2 host(s) before it are not on 1.33"),
+    ((ON, OLD, DOWN), 1, False, True, [ORDER[2]], f"not touching {ORDER[1]}: not every apiserver is reachable and ready"),
+    ((ON, OLD, DOWN), 1, True, True, [ORDER[2]], f"not touching {ORDER[1]}: not every apiserver"),
+    ((UNREADY, OLD, OLD), 1, False, True, [ORDER[0]], f"not touching {ORDER[1]}: not every apiserver"),
+], ids=["next", "done", "pending", "pending-check-mode", "unreachable", "unreachable-check-mode", "not-ready-first"])
+def test_the_roll_stops_on_an_unready_apiserver_or_a_pending_host_outside_check_mode(states, upgrading, check_mode, stop,
+                                                                                      unready, starts):
+    found = roll.position(observed(*states), ORDER, ORDER[upgrading], "1.33", check_mode=check_mode)
+    assert (found["stop"], found["unready"]) == (stop, unready)
+    assert found["msg"].startswith(starts), found["msg"]
+
+
+def test_an_unready_apiserver_is_named_with_its_state():
+    found = roll.position(observed(ON, OLD, DOWN), ORDER, ORDER[1], "1.33")
+    assert f"{ORDER[2]}: unreachable" in found["msg"] and found["msg"].endswith("Fix the control plane first.")

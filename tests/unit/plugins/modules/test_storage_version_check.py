@@ -120,3 +120,56 @@ def test_check_mode_blocks_as_a_real_run_except_what_skipped_writes_would_settle
         fake_cluster.routes[ENDPOINTS[1]][path] = unreachable()
     failed, unread = run_module(module, {**args, "check_mode_after_changes": True}, check_mode=True)
     assert failed and ENDPOINTS[1] in [b["subject"] for b in unread["blocking"]], "an apiserver not read must block"
+
+
+def test_the_roll_stops_on_a_pending_host_except_in_check_mode_and_on_an_unready_apiserver_always(run_module, fake_cluster):
+    args = {**BASE_ARGS, "target_release": "1.33", "fail_on": [], "upgrade_order": ENDPOINTS, "upgrading": ENDPOINTS[1]}
+    failed, result = run_module(module, args)
+    assert not failed and result["roll"]["stop"] is True and result["roll"]["unready"] == []
+    failed, result = run_module(module, args, check_mode=True)
+    assert not failed and result["roll"]["stop"] is False, "check mode upgrades no host: a pending one does not stop it"
+    for path in list(fake_cluster.routes[ENDPOINTS[2]]):
+        fake_cluster.routes[ENDPOINTS[2]][path] = unreachable()
+    failed, result = run_module(module, args, check_mode=True)
+    assert result["roll"]["stop"] is True and result["roll"]["unready"] == [ENDPOINTS[2]]
+    assert "not every apiserver is reachable and ready" in result["roll"]["msg"] and ENDPOINTS[2] in result["roll"]["msg"]
+    assert result["unreachable_endpoints"] == [ENDPOINTS[2]]
+
+
+def test_the_migration_before_a_roll_is_decided_from_the_verdict_releases_and_audit(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "target_release": "1.33", "resources": ["pods"], "fail_on": []})
+    assert not failed and result["verdict"] != "safe" and result["releases"] == ["1.32"]
+    assert result["migration"] == {"resources": True, "objects_from_audit": False, "why": ""}
+    assert result["unreachable_endpoints"] == []
+
+
+POD_V1 = "xPOwRZ+Yhw8="  # storage_version_hash("", "v1", "Pod"), as the recorded discovery reports it
+AUDIT = {"changed": False, "keys_scanned": 3, "endpoint": "https://10.0.0.11:2379", "prefix": "/registry",
+         "measured_at": "2026-11-21T14:00:00Z", "outside_layout": 0, "filtered_out": 0,
+         "resources": {"pods": {"objects": 3, "hashes": [POD_V1], "unreadable": 0}}}
+
+
+def test_records_are_not_refreshed_when_an_audit_is_given(run_module, fake_cluster):
+    args = {**BASE_ARGS, "target_release": "1.33", "resources": ["pods"], "fail_on": [], "refresh_records": True}
+    failed, result = run_module(module, args, check_mode=True)
+    assert not failed and "records_refreshed" in result
+    failed, result = run_module(module, {**args, "audit": AUDIT}, check_mode=True)
+    assert not failed and "records_refreshed" not in result, result.get("records_refreshed")
+    assert result["migration"]["objects_from_audit"] is (result["verdict"] != "safe")
+
+
+def test_target_running_release_judges_the_release_the_apiservers_run(run_module, fake_cluster):
+    args = {**BASE_ARGS, "resources": ["pods"], "fail_on": []}
+    failed, result = run_module(module, args)
+    assert failed and "Nothing to check against" in result["msg"]
+    failed, result = run_module(module, {**args, "target_running_release": True})
+    assert not failed, result["msg"]
+    assert "Storage pre-flight for 1.32" in result["report_markdown"]
+    assert [r["target_source"] for r in result["resources"]] == ["the Kubernetes 1.32 release profile (shipped)"]
+    failed, named = run_module(module, {**args, "target_running_release": True, "target_release": "1.33"})
+    assert [r["target_source"] for r in named["resources"]] == ["the Kubernetes 1.33 release profile (shipped)"]
+    for url in ENDPOINTS:
+        for path in list(fake_cluster.routes[url]):
+            fake_cluster.routes[url][path] = unreachable()
+    failed, result = run_module(module, {**args, "target_running_release": True})
+    assert failed and "target_running_release: no apiserver reported its release" in result["msg"]
