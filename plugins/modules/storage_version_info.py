@@ -40,6 +40,17 @@ options:
     elements: str
     choices: [crds, storage_states, storage_versions, leases]
     default: [crds, storage_states, storage_versions, leases]
+  expect_ready:
+    description:
+      - Expect every endpoint to be ready (C(/readyz) answers 200); RV(as_expected) says whether it is.
+      - For a wait after a host is upgraded or rolled back - C(until) on RV(as_expected), C(failed_when) on its negation.
+    type: bool
+    default: false
+  expect_release:
+    description:
+      - Expect every endpoint to run this minor release (as RV(endpoints[].release) reports it, such as C("1.33"),
+        quoted); RV(as_expected) says whether it does. Empty - any release.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -56,6 +67,18 @@ EXAMPLES = r"""
   ansible.builtin.assert:
     that: storage.agreed
     fail_msg: "Storage versions differ: {{ storage.resources | dict2items | rejectattr('value.agreed') | map(attribute='key') | list }}"
+
+- name: Wait until the upgraded apiserver is ready and runs 1.33
+  kubeupgrade.storage.storage_version_info:
+    endpoints: [https://10.0.0.11:6443]
+    include: []
+    expect_ready: true
+    expect_release: "1.33"
+  register: upgraded
+  until: upgraded.as_expected
+  retries: 60
+  delay: 5
+  failed_when: not upgraded.as_expected
 
 - name: Only deployments and a custom resource, without StorageVersion objects
   kubeupgrade.storage.storage_version_info:
@@ -160,6 +183,18 @@ storage_version_api_served:
   returned: always
   type: bool
   sample: false
+as_expected:
+  description:
+    - Whether every endpoint is reachable and as O(expect_ready) and O(expect_release) say (with neither - reachable).
+      V(false) also when the module fails (no apiserver answered).
+  returned: always
+  type: bool
+  sample: true
+expectation_msg:
+  description: Each endpoint's readiness and release, and what was expected; empty when the module failed before observing.
+  returned: always
+  type: str
+  sample: "https://10.0.0.11:6443: ready, release 1.33 (as expected: ready, release 1.33)"
 identity_leases:
   description: kube-apiserver identity Leases in C(kube-system).
   returned: always
@@ -177,6 +212,8 @@ def argument_spec() -> dict:
     return {
         "resources": {"type": "list", "elements": "str", "default": []},
         "include": {"type": "list", "elements": "str", "choices": list(runner.INCLUDE_CHOICES), "default": list(runner.INCLUDE_CHOICES)},
+        "expect_ready": {"type": "bool", "default": False},
+        "expect_release": {"type": "str"},
     }
 
 

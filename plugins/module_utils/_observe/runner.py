@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import expectation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES, observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
@@ -14,7 +15,7 @@ __all__ = ["EMPTY_RESULT", "INCLUDE_CHOICES", "endpoint_result", "info_result", 
 
 EMPTY_RESULT = {"endpoints": [], "resources": {}, "agreed": False, "unreachable_endpoints": [], "unready": [], "crds": {},
                 "storage_states": {}, "storage_state_crd_installed": False, "storage_versions": {},
-                "storage_version_api_served": False, "identity_leases": []}
+                "storage_version_api_served": False, "identity_leases": [], "as_expected": False, "expectation_msg": ""}
 
 
 def endpoint_result(ep) -> dict:
@@ -55,6 +56,8 @@ def run(module) -> dict:
     observation = observe(module.endpoint_clients(), profiles, resources=params["resources"] or None,
                           include=params["include"], cluster_client=module.client())
     result = info_result(observation, params["resources"], params["include"])
+    result["as_expected"], result["expectation_msg"] = expectation.expected(
+        observation.endpoints, ready=params.get("expect_ready", False), release=params.get("expect_release") or None)
     if not any(e.reachable for e in observation.endpoints):
         raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
                                + ". Fix the connection (the errors above name the cause) and run again.",

@@ -111,3 +111,22 @@ def test_a_name_is_not_refused_while_an_apiserver_cannot_tell(run_module, fake_c
         fake_cluster.routes[ENDPOINTS[1]][path] = unreachable()
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployment.apps"]})
     assert not failed and result["resources"]["deployment.apps"]["hashes"] == {} and result["agreed"] is False
+
+
+def test_as_expected_is_reachable_ready_and_at_the_release_asked(run_module, fake_cluster):
+    args = {**BASE_ARGS, "endpoints": ENDPOINTS[:1], "include": []}
+    failed, result = run_module(module, args)
+    assert not failed and result["as_expected"] is True  # nothing expected: reachable
+    failed, result = run_module(module, {**args, "expect_ready": True, "expect_release": "1.32"})
+    assert not failed and result["as_expected"] is True
+    assert result["expectation_msg"] == f"{ENDPOINTS[0]}: ready, release 1.32 (as expected: ready, release 1.32)"
+    failed, result = run_module(module, {**args, "expect_ready": True, "expect_release": "1.33"})
+    assert not failed and result["as_expected"] is False and "(expected: ready, release 1.33)" in result["expectation_msg"]
+
+
+def test_an_unreachable_apiserver_is_not_as_expected_and_says_why(run_module, fake_cluster):
+    for path in list(fake_cluster.routes[ENDPOINTS[0]]):
+        fake_cluster.routes[ENDPOINTS[0]][path] = unreachable()
+    failed, result = run_module(module, {**BASE_ARGS, "endpoints": ENDPOINTS[:1], "expect_ready": True})
+    assert failed and result["as_expected"] is False
+    assert result["expectation_msg"].startswith(f"{ENDPOINTS[0]}: unreachable")
