@@ -83,8 +83,12 @@ options:
         several hashes, or another one) and every CRD whose C(status.storedVersions) lists more than one version.
       - With V(from_records) and V(from_check), a record of a resource no apiserver serves (left from an earlier release)
         is skipped with that reason instead of failing.
+      - V(auto) is V(resources) when O(resources) (or O(objects_from_audit)) is given, else V(from_records).
+      - V(auto_from_check) is the step after V(auto) - V(from_check) when O(target_release) is given and O(resources) is
+        empty; otherwise it selects nothing and sends no request (RV(selected_by) is V(none), RV(msg) says why).
+      - RV(selected_by) is the mode used.
     type: str
-    choices: [resources, from_check, from_records]
+    choices: [resources, from_check, from_records, auto, auto_from_check]
     default: resources
   target_release:
     description: Kubernetes release the control plane is upgraded (or rolled back) to, for O(select=from_check).
@@ -414,6 +418,14 @@ summary:
   returned: always
   type: list
   elements: str
+selected_by:
+  description:
+    - The selection mode used - O(select), or what V(auto) and V(auto_from_check) stood for (V(resources),
+      V(from_records), V(from_check)); V(none) when V(auto_from_check) selected nothing (no request was sent; the
+      RV(summary) is then empty).
+  returned: success
+  type: str
+  sample: from_records
 backend:
   description: The backend chosen and why.
   returned: when something is selected
@@ -428,7 +440,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import 
 def argument_spec() -> dict:
     return {
         "resources": {"type": "list", "elements": "str", "default": []},
-        "select": {"type": "str", "choices": list(plan.SELECT_MODES), "default": "resources"},
+        "select": {"type": "str", "choices": list(plan.SELECT_CHOICES), "default": "resources"},
         "target_release": {"type": "str"},
         "target_crds": {"type": "list", "elements": "raw", "default": []},
         "profiles_file": {"type": "path"},

@@ -120,8 +120,29 @@ RESOURCES = "resources"
 FROM_CHECK = "from_check"
 FROM_RECORDS = "from_records"
 SELECT_MODES = (RESOURCES, FROM_CHECK, FROM_RECORDS)
+# Modes decided from the other options (``resolve_select``), so a role passes its variables as they are.
+SELECT_AUTO = "auto"
+SELECT_AUTO_FROM_CHECK = "auto_from_check"
+SELECT_CHOICES = SELECT_MODES + (SELECT_AUTO, SELECT_AUTO_FROM_CHECK)
+SELECTED_NONE = "none"
 STALE_REASON = ("not served by any apiserver: a record left from an earlier release; remove it with "
                 "storage_state state=absent")
+
+
+def resolve_select(select: str, resources_given: bool, objects_given: bool, target_release: Optional[str]) -> tuple:
+    """``(mode, why)``: the selection mode ``select`` stands for, ``SELECTED_NONE`` when it selects nothing (``why``
+    says so). ``auto``: the resources given (or the audit's objects), else every record not at the current version.
+    ``auto_from_check``: what a check against ``target_release`` selects - the step after ``auto``'s records - only
+    when a target release is given and no resources are named; otherwise nothing. Any other mode is itself."""
+    if select == SELECT_AUTO:
+        return (RESOURCES if resources_given or objects_given else FROM_RECORDS), ""
+    if select != SELECT_AUTO_FROM_CHECK:
+        return select, ""
+    if resources_given:
+        return SELECTED_NONE, "Nothing selected by a check: the resources named were migrated as asked."
+    if not target_release:
+        return SELECTED_NONE, "Nothing selected by a check: no target release to check against."
+    return FROM_CHECK, ""
 
 
 @dataclass

@@ -479,7 +479,21 @@ EMPTY_RESULT = {"migrations": [], "skipped_resources": [], "stale_records": [], 
 
 
 def run(mod) -> dict:
-    """The module's whole task; returns its result or raises ``KubeUpgradeError`` with the same keys in details."""
+    """The module's whole task; returns its result (with ``selected_by``, the mode ``select`` stood for) or raises
+    ``KubeUpgradeError`` with the same keys in details. A ``select`` that selects nothing sends no request."""
+    params = mod.params
+    mode, why = plan.resolve_select(params["select"], bool(params["resources"]), params.get("objects_from_audit") is not None,
+                                    params.get("target_release"))
+    if mode == plan.SELECTED_NONE:
+        return {"changed": False, "migrations": [], "skipped_resources": [], "stale_records": [], "summary": [],
+                "selected_by": mode, "msg": why}
+    params["select"] = mode
+    result = _run(mod)
+    result["selected_by"] = mode
+    return result
+
+
+def _run(mod) -> dict:
     run_ = _prepare(mod)
     if run_.objects is not None and not run_.objects.objects:
         return {"changed": False, "migrations": [], "skipped_resources": run_.objects.skipped, "summary": [],

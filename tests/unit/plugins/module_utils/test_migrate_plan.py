@@ -277,3 +277,21 @@ def test_the_summary_shows_what_moved_and_counts_what_was_skipped_for_one_reason
 def test_only_resources_that_moved_or_failed_get_a_progress_line(entry, shown):
     """A first migration finishes 60-odd resources with nothing stored: a line each would bury the few that moved."""
     assert progress.worth_a_progress_line(entry) is shown
+
+
+@pytest.mark.parametrize("select,resources,objects,target,mode", [
+    ("auto", True, False, None, plan.RESOURCES),
+    ("auto", False, True, None, plan.RESOURCES),  # objects_from_audit: resources narrows it
+    ("auto", False, False, "1.33", plan.FROM_RECORDS),
+    ("auto_from_check", False, False, "1.33", plan.FROM_CHECK),
+    ("auto_from_check", True, False, "1.33", plan.SELECTED_NONE),
+    ("auto_from_check", False, False, None, plan.SELECTED_NONE),
+    ("auto_from_check", False, False, "", plan.SELECTED_NONE),
+    ("resources", False, False, None, plan.RESOURCES),  # explicit modes are themselves (their checks follow)
+    ("from_check", True, False, None, plan.FROM_CHECK),
+    ("from_records", False, False, "1.33", plan.FROM_RECORDS),
+])
+def test_resolve_select(select, resources, objects, target, mode):
+    found, why = plan.resolve_select(select, resources, objects, target)
+    assert found == mode
+    assert bool(why) is (mode == plan.SELECTED_NONE)

@@ -136,3 +136,30 @@ def test_rejected_credentials_are_not_reported_as_a_disagreement(run_module, fak
     assert failed and "agreement could not be established" in result["msg"], result["msg"]
     assert f"Fix the credentials used for {ENDPOINTS[1]}" in result["msg"]
     assert "did not agree" not in result["msg"] and fake_cluster.writes() == []
+
+
+@pytest.mark.parametrize("args, selected_by", [
+    ({"select": "auto", "resources": ["secrets"]}, "resources"),
+    ({"select": "auto"}, "from_records"),
+    ({"select": "auto_from_check", "target_release": "1.33"}, "from_check"),
+    ({"select": "resources", "resources": ["secrets"]}, "resources"),
+])
+def test_select_auto_says_the_mode_it_stood_for(run_module, fake_cluster, args, selected_by):
+    with_records(fake_cluster, storage_states=False)
+    failed, result = run_module(module, {**BASE_ARGS, **args}, check_mode=True)
+    assert not failed, result["msg"]
+    assert result["selected_by"] == selected_by
+    assert fake_cluster.writes() == []
+
+
+@pytest.mark.parametrize("args, why", [
+    ({"resources": ["secrets"], "target_release": "1.33"}, "the resources named were migrated"),
+    ({"target_release": ""}, "no target release"),
+    ({"target_crds": [{"kind": "CustomResourceDefinition"}]}, "no target release"),
+])
+def test_auto_from_check_without_a_target_or_with_resources_selects_nothing_and_sends_no_request(run_module, fake_cluster,
+                                                                                                   args, why):
+    failed, result = run_module(module, {**BASE_ARGS, "select": "auto_from_check", **args})
+    assert not failed and result["changed"] is False and result["selected_by"] == "none"
+    assert why in result["msg"] and result["migrations"] == [] and result["summary"] == []
+    assert fake_cluster.log == []
