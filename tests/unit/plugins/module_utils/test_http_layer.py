@@ -97,8 +97,6 @@ def test_list_all_gives_up_after_a_second_410():
     assert error.value.status == 410 and len(client.log) == 4
 
 
-
-
 @pytest.mark.parametrize("values, timeout, interval, result, polls, slept", [
     ([True], 10, 1, True, 1, []),
     ([False, False, True], 10, 2, True, 3, [2, 2]),

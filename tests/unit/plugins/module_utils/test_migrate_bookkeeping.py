@@ -37,8 +37,6 @@ STATE = f"{storage_state_io.STATES_PATH}/{WIDGETS}"
 HASH = "gIwvi5rymmg="
 
 
-
-
 def api_error(status, reason="", retry_after=None, method="GET", path="/"):
     return ApiError(f"{method} {path} on apiserver {ENDPOINT} failed: HTTP {status} {reason}", endpoint=ENDPOINT,
                     method=method, path=path, status=status, reason=reason, retry_after=retry_after)

@@ -506,8 +506,6 @@ def test_checkpoint_path_is_per_cluster_and_resource(tmp_path):
     assert len(paths) == 3 and all(p.startswith(str(tmp_path)) for p in paths)
 
 
-
-
 def test_deadline_stops_between_chunks():
     server = FakeApiserver(count=9)
     fake = FakeClock()

@@ -18,8 +18,6 @@ RUNNING = {"status": {"conditions": [{"type": "Running", "status": "True"}]}}
 SUCCEEDED = {"status": {"conditions": [{"type": "Succeeded", "status": "True"}]}}
 
 
-
-
 class Migrations:
     """GET answers one object per poll (the last one repeated); DELETE is counted."""
 

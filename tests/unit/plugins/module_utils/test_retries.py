@@ -82,8 +82,6 @@ def test_success_after_transient_failures():
     assert call_with_retries(flaky, RetryPolicy(attempts=5), sleep=lambda s: None) == "ok"
 
 
-
-
 @pytest.mark.parametrize("policy, deadline, tries", [
     (RetryPolicy(attempts=50, budget=None), None, (50, 50)),  # only the attempts bound it
     (RetryPolicy(attempts=50, budget=10.5), None, (9, 11)),  # waits of 1-1.15 s within 10.5 s
