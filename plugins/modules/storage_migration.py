@@ -85,7 +85,7 @@ options:
         is skipped with that reason instead of failing.
       - V(auto) is V(resources) when O(resources) (or O(objects_from_audit)) is given, else V(from_records).
       - V(auto_from_check) is the step after V(auto) - V(from_check) when O(target_release) is given and O(resources) is
-        empty; otherwise it selects nothing and sends no request (RV(selected_by) is V(none), RV(msg) says why).
+        empty; otherwise it selects nothing and sends no request (RV(selected_by) is V(none), the message says why).
       - RV(selected_by) is the mode used.
     type: str
     choices: [resources, from_check, from_records, auto, auto_from_check]

@@ -63,8 +63,8 @@ ON, OLD, DOWN, UNREADY = ("1.33", True, True), ("1.32", True, True), ("1.32", Fa
     ((ON, OLD, DOWN), 1, True, True, [ORDER[2]], f"not touching {ORDER[1]}: not every apiserver"),
     ((UNREADY, OLD, OLD), 1, False, True, [ORDER[0]], f"not touching {ORDER[1]}: not every apiserver"),
 ], ids=["next", "done", "pending", "pending-check-mode", "unreachable", "unreachable-check-mode", "not-ready-first"])
-def test_the_roll_stops_on_an_unready_apiserver_or_a_pending_host_outside_check_mode(states, upgrading, check_mode, stop,
-                                                                                      unready, starts):
+def test_the_roll_stops_on_an_unready_apiserver_or_a_pending_host_outside_check_mode(
+        states, upgrading, check_mode, stop, unready, starts):
     found = roll.position(observed(*states), ORDER, ORDER[upgrading], "1.33", check_mode=check_mode)
     assert (found["stop"], found["unready"]) == (stop, unready)
     assert found["msg"].startswith(starts), found["msg"]

@@ -157,8 +157,8 @@ def test_select_auto_says_the_mode_it_stood_for(run_module, fake_cluster, args, 
     ({"target_release": ""}, "no target release"),
     ({"target_crds": [{"kind": "CustomResourceDefinition"}]}, "no target release"),
 ])
-def test_auto_from_check_without_a_target_or_with_resources_selects_nothing_and_sends_no_request(run_module, fake_cluster,
-                                                                                                   args, why):
+def test_auto_from_check_without_a_target_or_with_resources_selects_nothing_and_sends_no_request(
+        run_module, fake_cluster, args, why):
     failed, result = run_module(module, {**BASE_ARGS, "select": "auto_from_check", **args})
     assert not failed and result["changed"] is False and result["selected_by"] == "none"
     assert why in result["msg"] and result["migrations"] == [] and result["summary"] == []
