@@ -24,6 +24,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings
     ConnectionSettings,
     check_url,
 )
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import Observer
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import (
     check_no_credentials,
     check_number,
@@ -32,6 +33,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate impo
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.connection_args import connection_argument_spec
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 # Keys whose values are secret wherever they are in a kubeconfig (a user's, an auth-provider's config).
 _SECRET_KUBECONFIG_KEYS = ("token", "password", "client-key-data", "client-certificate-data", "id-token", "refresh-token",
@@ -185,6 +187,11 @@ class KubeUpgradeModule:
         if not seen:
             return [base]
         return [base.for_endpoint(url) for url in seen]
+
+    def observer(self):
+        """An ``Observer`` of every apiserver in ``endpoints``, with the release profiles: what a capability that
+        compares or judges observations reads through (it never builds one itself)."""
+        return Observer(self.endpoint_clients(), load_profiles(), self.client())
 
     def _check_shared_options(self) -> None:
         """Options with one meaning in every module, checked before the module's own code sends anything:

@@ -132,12 +132,8 @@ endpoints:
             "git_version": "v1.33.2", "ready": true, "failed_groups": []}]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import wait as agree
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import Observer
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_accept, check_at_least
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 
 def argument_spec() -> dict:
@@ -155,43 +151,8 @@ EMPTY_RESULT = {"agreed": False, "polls_observed": 0, "hashes": {}, "disagreeing
                 "endpoints": [], "failed_group_versions": {}, "waiting_helps": True}
 
 
-def run(module: KubeUpgradeModule) -> dict:
-    params = module.params
-    check_at_least("polls", params["polls"], 1)
-    check_accept(params["accept"])
-    check_at_least("interval", params["interval"], 0)
-    check_at_least("timeout", params["timeout"], 0)  # 0: one observation, no waiting
-    clients = module.endpoint_clients()
-    last = {}
-
-    def remember(_polls, _agreement, observation):
-        last["endpoints"] = [ep.summary() for ep in observation.endpoints]
-
-    try:
-        wait = agree.AgreementWait(polls=params["polls"], interval=params["interval"], timeout=params["timeout"],
-                                   require_ready=params["require_ready"], accepted=tuple(params["accept"] or {}))
-        agreement, polls = agree.wait_for_agreement(Observer(clients, load_profiles(), module.client()),
-                                                    params["resources"] or None, wait, on_poll=remember)
-    except DisagreementError as error:
-        details = error.details or {}
-        error.result = {"polls_observed": details.get("polls_observed", 0), "hashes": details.get("hashes", {}),
-                        "disagreeing": [{"resource": n, "endpoints": details.get("hashes", {}).get(n, {})}
-                                        for n in details.get("disagreeing", [])],
-                        "unready": details.get("unready", []), "unreachable_endpoints": details.get("unreachable", []),
-                        "endpoints": last.get("endpoints", []),
-                        "failed_group_versions": details.get("failed_group_versions", {}),
-                        "waiting_helps": details.get("waiting_helps", True)}
-        raise
-    result = agree.last_agreement_fields(agreement)
-    result.update(changed=False, polls_observed=polls, endpoints=last.get("endpoints", []), failed_group_versions={},
-                  waiting_helps=True,
-                  msg=f"all {len(clients)} apiserver(s) agree on {len(agreement.hashes)} resource(s) "
-                      f"for {params['polls']} consecutive poll(s)")
-    return result
-
-
 def main() -> None:
-    KubeUpgradeModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(run)
+    KubeUpgradeModule(argument_spec(), empty_result=EMPTY_RESULT, supports_check_mode=True).run(runner.run)
 
 
 if __name__ == "__main__":

@@ -127,8 +127,19 @@ def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.mono
             details={"polls_observed": timeout.polls, "hashes": agreement.hashes,
                      "disagreeing": disagreeing_names(agreement), "unready": list(agreement.unready),
                      "unreachable": list(agreement.unreachable), "failed_group_versions": observation.failed_group_versions(ignore),
-                     "waiting_helps": waiting_helps(agreement)}) from None
+                     "waiting_helps": waiting_helps(agreement)},
+            result=result_fields(agreement, observation, timeout.polls, agreed=False, ignore=ignore)) from None
     return agreement, len(seen)
+
+
+def result_fields(agreement, observation, polls: int, agreed: bool, ignore=frozenset()) -> dict:
+    """The agreement module's result after the last poll, the wait met (``agreed``) or not: the one place its fields
+    are built. The last poll alone may agree while the wait was not met (too few consecutive agreeing polls)."""
+    fields = last_agreement_fields(agreement)
+    fields.update(agreed=agreed, polls_observed=polls, endpoints=[ep.summary() for ep in observation.endpoints],
+                  failed_group_versions={} if agreed else observation.failed_group_versions(ignore),
+                  waiting_helps=True if agreed else waiting_helps(agreement))
+    return fields
 
 
 def waiting_helps(agreement) -> bool:
