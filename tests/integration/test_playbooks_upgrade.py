@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import pytest
+import yaml
 from test_playbooks_helpers import (
     CRDS,
     DATA_RESOURCES,
@@ -123,8 +124,6 @@ def test_a_canary_run_then_a_resumed_run_upgrade_each_host_once_whatever_its_url
     """A canary run limited to cp1 stops before the final migration (the other apiservers still run 1.32); the run
     that resumes the roll skips cp1 although its URL is written with a trailing slash and its ansible_host is empty
     (the role's own endpoint and the filter's once differed on both, and such a host was upgraded again)."""
-    import yaml  # pylint: disable=import-outside-toplevel
-
     before = snapshot(sim)
     canary = run(ansible_playbook, "upgrade.yml", sim, tmp_path, kubeupgrade_upgrade_hosts="cp1")
     assert canary.rc == 0, explain(canary)
