@@ -66,8 +66,7 @@ options:
         closed. Let a named resource through with O(accept) instead of narrowing this list.
       - Findings that are not about one resource (an apiserver that could not be read, a group/version whose discovery
         failed) have the verdict C(unknown).
-      - In check mode they block as in a real run, except what a write check mode skipped would settle (see
-        O(check_mode_after_changes)).
+      - In check mode they block as in a real run, unless O(check_mode_after_changes=true).
     type: list
     elements: str
     choices: [needs_migration, unsafe, unknown, removed, safe]
@@ -173,8 +172,9 @@ options:
         steps would settle - is returned in RV(would_block) and named in the notes instead of blocking; apiservers
         that could not be read, C(unsafe) and C(removed) still block.
       - With V(false) (the default), check mode blocks as a real run does (a dry run of a gate fails when the gate
-        would fail), except for the resources whose StorageState record this task's own O(refresh_records) would
-        create or change - their C(needs_migration) or C(unknown) verdict is reported in RV(would_block).
+        would fail). This task's own O(refresh_records) settles nothing a real run would not block on - a new record
+        says C(Unknown) - so it changes nothing here; a heartbeat the refresh would renew can make check mode
+        stricter than the real run, never more lenient.
       - The collection's roles set it on the gates that follow a migration.
     type: bool
     default: false
@@ -223,9 +223,8 @@ attributes:
   check_mode:
     description:
       - Judges as usual; with O(refresh_records=true) reports which records would change and writes nothing.
-      - Blocks as a real run does, except the C(needs_migration) and C(unknown) verdicts that skipped writes would
-        settle - the records O(refresh_records) would write, every resource with O(check_mode_after_changes=true) -
-        which are reported in RV(would_block) instead.
+      - Blocks as a real run does; with O(check_mode_after_changes=true) the C(needs_migration) and C(unknown)
+        resource verdicts an earlier, skipped migration would settle are reported in RV(would_block) instead.
     support: full
   diff_mode:
     description: No diff is returned; RV(records_refreshed) lists each record's change.
@@ -525,11 +524,10 @@ running_releases:
   sample: ["1.32"]
 would_block:
   description:
-    - In check mode, the resource verdicts (C(needs_migration), C(unknown)) in O(fail_on) and not accepted that are
-      reported, not blocking, because check mode skipped the writes that would settle them (this task's record
-      refresh; an earlier migration with O(check_mode_after_changes=true)); same shape as RV(blocking). The notes
-      and reports say so.
-  returned: in check mode
+    - In check mode with O(check_mode_after_changes=true), the resource verdicts (C(needs_migration), C(unknown)) in
+      O(fail_on) and not accepted that are reported, not blocking, because check mode skipped the earlier migration
+      that would settle them; same shape as RV(blocking). The notes and reports say so.
+  returned: in check mode with O(check_mode_after_changes=true)
   type: list
   elements: dict
   sample: [{"subject": "secrets", "scope": "resource", "verdict": "needs_migration", "reason": "...", "next_step": "..."}]

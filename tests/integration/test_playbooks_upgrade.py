@@ -55,16 +55,23 @@ pytestmark = pytest.mark.slow
 
 def test_check_mode_changes_nothing(sim, ansible_playbook, tmp_path):
     """With every gate's default fail_on: check mode migrates nothing, and the check module (not the playbooks)
-    reports what the skipped migration would settle instead of stopping on it."""
+    reports what a skipped migration earlier in the play would settle instead of stopping on it; a pre-flight of its
+    own blocks in check mode exactly where its real run would (no record yet: unknown)."""
     before = snapshot(sim, EVERYTHING)
     for playbook in ("preflight.yml", "migrate.yml", "upgrade.yml"):
         result = run(ansible_playbook, playbook, sim, tmp_path, check=True)
-        assert result.rc == 0, f"{playbook}: {explain(result)}"
-        if playbook != "migrate.yml":  # no record yet (check mode writes none): would block, reported instead
+        if playbook == "preflight.yml":
+            assert result.rc != 0 and f"{LEASECANDIDATES} (unknown)" in result.stdout, explain(result)
+            assert "would block are reported, not blocking" not in result.stdout, explain(result)
+        else:
+            assert result.rc == 0, f"{playbook}: {explain(result)}"
+        if playbook == "upgrade.yml":  # the gate after the skipped migration: would block, reported instead
             assert "verdict(s) that would block are reported, not blocking" in result.stdout, explain(result)
             assert f"{LEASECANDIDATES} (unknown)" in result.stdout, explain(result)
         assert snapshot(sim, EVERYTHING) == before, f"{playbook} --check changed the store"
         assert releases(sim) == ["1.32", "1.32", "1.32"], f"{playbook} --check upgraded an apiserver"
+    real = run(ansible_playbook, "preflight.yml", sim, tmp_path)
+    assert real.rc != 0 and f"{LEASECANDIDATES} (unknown)" in real.stdout, "the dry run blocked where the real run passes"
 
 
 def test_second_runs_change_nothing(sim, ansible_playbook, tmp_path):

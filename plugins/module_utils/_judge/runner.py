@@ -146,7 +146,9 @@ def run(module) -> dict:
         refreshed, observation = storage_state_io.refresh_before_use(
             module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
     judgement = judge_observed(module, observation, (options, target, profiles), count=params.get("count_objects", True))
-    would_block = hold_for_check_mode(judgement, settled_by_skipped_writes(params, refreshed)) if module.check_mode else None
+    # In check mode only after earlier changes of the play: this task's own record refresh settles nothing a real run
+    # would not block on (a new record says Unknown), so a dry run of a gate fails when the gate would.
+    would_block = hold_for_check_mode(judgement) if module.check_mode and params.get("check_mode_after_changes") else None
     if resources:
         _check_names(params, observation, profiles, manifests)
     seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
@@ -182,21 +184,11 @@ def _warn(module, judgement, seen) -> None:
                     + (f" (first: {shown})" if shown else "") + ": look at them with etcdctl get before the upgrade")
 
 
-def settled_by_skipped_writes(params, refreshed) -> Optional[set]:
-    """The resources whose verdict a write check mode skipped would settle: every one after earlier changes of the play
-    (``check_mode_after_changes``; returns None), else those whose record this task's own refresh would create or
-    change (an empty set: nothing is held)."""
-    if params.get("check_mode_after_changes"):
-        return None
-    return {r["name"] for r in (refreshed or {}).get("records", []) if r.get("action") not in (None, "unchanged")}
-
-
-def hold_for_check_mode(judgement, only: Optional[set] = None) -> list:
-    """In check mode, unblock the resource verdicts in ``CHECK_MODE_REPORTED`` (the one place that decides what skipped
-    writes would settle) of ``only`` (None: every resource) and say so in the notes; returns them, in the shape of
-    ``blocking``. Apiservers not read, unsafe and removed block as in a real run."""
-    held = [r for r in judgement.resources if r.blocking and r.verdict in CHECK_MODE_REPORTED
-            and (only is None or r.resource in only)]
+def hold_for_check_mode(judgement) -> list:
+    """In check mode after earlier changes of the play that it skipped, unblock the resource verdicts in
+    ``CHECK_MODE_REPORTED`` (the one place that decides what a skipped migration would settle) and say so in the
+    notes; returns them, in the shape of ``blocking``. Apiservers not read, unsafe and removed block as in a real run."""
+    held = [r for r in judgement.resources if r.blocking and r.verdict in CHECK_MODE_REPORTED]
     for verdict in held:
         verdict.blocking = False
     if held:
