@@ -4,12 +4,15 @@ a resource name no apiserver serves is an error, never an empty report."""
 
 from __future__ import annotations
 
+from typing import Optional
+
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import expectation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES, observe
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import release_hint
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError, ProfileError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles, normalize_release
 
 __all__ = ["EMPTY_RESULT", "INCLUDE_CHOICES", "endpoint_result", "info_result", "run"]
 
@@ -49,23 +52,42 @@ def info_result(observation, resources, include) -> dict:
     }
 
 
+def expected_release(value, profiles) -> Optional[str]:
+    """``expect_release`` as a minor release (``v1.33.2`` -> ``1.33``), checked before any request: a release no
+    profile knows (an unquoted 1.30 that YAML read as 1.3) would never match and make a wait run all its retries."""
+    if not value:
+        return None
+    try:
+        release = normalize_release(value)
+    except ProfileError as error:
+        raise ConfigurationError(f"expect_release: {error}") from None
+    hint = release_hint(value)
+    if hint and release not in profiles.releases():
+        raise ConfigurationError(f"expect_release: {value!r} is no Kubernetes release the collection knows (known: "
+                                 f"{', '.join(profiles.releases())}). {hint}")
+    return release
+
+
 def run(module) -> dict:
     """Entry point of the module: ``module`` is the KubeUpgradeModule."""
     params = module.params
     profiles = load_profiles()
+    release = expected_release(params.get("expect_release"), profiles)
     observation = observe(module.endpoint_clients(), profiles, resources=params["resources"] or None,
                           include=params["include"], cluster_client=module.client())
     result = info_result(observation, params["resources"], params["include"])
     result["as_expected"], result["expectation_msg"] = expectation.expected(
-        observation.endpoints, ready=params.get("expect_ready", False), release=params.get("expect_release") or None)
+        observation.endpoints, ready=params.get("expect_ready", False), release=release)
     if not any(e.reachable for e in observation.endpoints):
         raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
                                + ". Fix the connection (the errors above name the cause) and run again.",
                                result=result)
     missing = names.unserved_names(params["resources"] or [], observation, profiles)
     if missing:
-        raise ConfigurationError(names.describe_unserved("resources", missing, [e.endpoint for e in observation.endpoints]),
-                                 result=result)
+        message = names.describe_unserved("resources", missing, [e.endpoint for e in observation.endpoints])
+        # A failed task is never as expected: a play's failed_when on the negation must not turn it into a success.
+        result["as_expected"], result["expectation_msg"] = False, message
+        raise ConfigurationError(message, result=result)
     bad = [e for e in observation.endpoints if not e.complete]
     reachable = len(observation.endpoints) - len(bad)
     result["msg"] = (f"{reachable}/{len(observation.endpoints)} apiserver(s) observed, {len(result['resources'])} resource(s); "

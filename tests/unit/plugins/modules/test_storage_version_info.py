@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import pytest
 from kube_fakes import recorded, recorded_route, unreachable
 from kube_module_args import BASE_ARGS, ENDPOINTS, HOST
 
@@ -130,3 +131,22 @@ def test_an_unreachable_apiserver_is_not_as_expected_and_says_why(run_module, fa
     failed, result = run_module(module, {**BASE_ARGS, "endpoints": ENDPOINTS[:1], "expect_ready": True})
     assert failed and result["as_expected"] is False
     assert result["expectation_msg"].startswith(f"{ENDPOINTS[0]}: unreachable")
+
+
+def test_a_failed_run_is_never_as_expected(run_module, fake_cluster):
+    """A name nothing serves fails the task: as_expected is false, so failed_when on its negation keeps it failed."""
+    args = {**BASE_ARGS, "endpoints": ENDPOINTS[:1], "expect_ready": True, "expect_release": "1.32", "resources": ["podz"]}
+    failed, result = run_module(module, args)
+    assert failed and result["as_expected"] is False and "podz" in result["expectation_msg"]
+
+
+@pytest.mark.parametrize("value, needle", [("1.3", "YAML reads an unquoted 1.30"), ("one", "is not a version")])
+def test_an_expected_release_that_can_never_match_is_refused_before_any_request(run_module, fake_cluster, value, needle):
+    failed, result = run_module(module, {**BASE_ARGS, "expect_release": value})
+    assert failed and result["msg"].startswith("expect_release:") and needle in result["msg"], result["msg"]
+    assert fake_cluster.log == []
+
+
+def test_an_expected_release_is_compared_by_minor(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "endpoints": ENDPOINTS[:1], "include": [], "expect_release": "v1.32.6"})
+    assert not failed and result["as_expected"] is True, result["expectation_msg"]
