@@ -50,8 +50,8 @@ options:
     type: path
   etcdutl_binary:
     description:
-      - The tool that restores O(snapshot) (C(etcdutl) from etcd 3.5, C(etcdctl) on 3.4). Default C(etcdutl) or C(etcdctl)
-        next to O(etcd_binary) or in C(PATH).
+      - The tool that restores O(snapshot) (C(etcdutl) from etcd 3.5, C(etcdctl) on 3.4). Default C(etcdutl) next to
+        O(etcd_binary), else in C(PATH); only then C(etcdctl), in the same order.
     type: path
   snapshot:
     description:

@@ -44,7 +44,9 @@ options:
     description: etcd binary for O(verify=restore). Default C(etcd) in C(PATH).
     type: path
   etcdutl_binary:
-    description: C(etcdutl) (etcd 3.5+) or C(etcdctl) (3.4) for O(verify=restore). Default next to O(etcd_binary) or in C(PATH).
+    description:
+      - C(etcdutl) (etcd 3.5+) or C(etcdctl) (3.4) for O(verify=restore).
+      - Default C(etcdutl) next to O(etcd_binary), else in C(PATH); only then C(etcdctl), in the same order.
     type: path
   work_dir:
     description: Where the private scratch directory of O(verify=restore) is made. Default the system's temporary directory.

@@ -186,12 +186,13 @@ RESTORE_TOOLS = ("etcdutl", "etcdctl")  # etcdutl restores since etcd 3.5; etcdc
 
 
 def find_restore_tool(etcd_binary: Optional[str], which: Optional[Callable[[str], Optional[str]]] = None) -> Optional[str]:
-    """The snapshot restore tool: etcdutl, else etcdctl, next to ``etcd_binary`` (its own release) first, then in PATH.
+    """The snapshot restore tool: etcdutl next to ``etcd_binary`` (its own release), else in PATH; only then etcdctl,
+    in the same order (etcd 3.6's etcdctl no longer restores snapshots; etcdutl has since 3.5).
 
     ``None`` when there is none; the caller names its option in the error."""
     which = which or shutil.which
     beside = os.path.dirname(etcd_binary) if etcd_binary else ""
-    candidates = [os.path.join(beside, name) for name in RESTORE_TOOLS if beside] + [which(name) for name in RESTORE_TOOLS]
+    candidates = [path for name in RESTORE_TOOLS for path in ((os.path.join(beside, name) if beside else None), which(name))]
     return next((path for path in candidates if path and os.path.isfile(path) and os.access(path, os.X_OK)), None)
 
 

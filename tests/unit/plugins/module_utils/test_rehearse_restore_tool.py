@@ -34,12 +34,13 @@ def dirs(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("beside, on_path, expected", [
     (["etcdutl", "etcdctl"], ["etcdutl"], "etcd/etcdutl"),  # etcdutl first
-    (["etcdctl"], ["etcdutl"], "etcd/etcdctl"),  # the etcd binary's own release before PATH
+    (["etcdctl"], ["etcdutl"], "path/etcdutl"),  # any etcdutl before etcdctl: etcd 3.6's etcdctl cannot restore
+    (["etcdutl"], ["etcdutl"], "etcd/etcdutl"),  # the etcd binary's own release before PATH
     ([], ["etcdctl", "etcdutl"], "path/etcdutl"),
     ([], ["etcdctl"], "path/etcdctl"),
     ([], [], None),
 ])
-def test_next_to_etcd_first_then_path(dirs, beside, on_path, expected):
+def test_etcdutl_first_each_next_to_etcd_then_in_path(dirs, beside, on_path, expected):
     etcd, etcd_dir, path_dir = dirs
     for name in beside:
         _tool(etcd_dir, name)
