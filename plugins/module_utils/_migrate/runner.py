@@ -99,6 +99,11 @@ def check_params(params: dict) -> None:
         raise ConfigurationError(f"'resources' and select: {select} are mutually exclusive.")
     if select == plan.FROM_CHECK and not params.get("target_release") and not params.get("target_crds"):
         raise ConfigurationError("select: from_check needs 'target_release' and/or 'target_crds'.")
+    check_values(params)
+
+
+def check_values(params: dict) -> None:
+    """The checks that hold whatever ``select`` stands for (names and numbers): also for a select that selects nothing."""
     for name in params["resources"]:
         try:
             GroupResource.parse(name)
@@ -482,6 +487,7 @@ def run(mod) -> dict:
     """The module's whole task; returns its result (with ``selected_by``, the mode ``select`` stood for) or raises
     ``KubeUpgradeError`` with the same keys in details. A ``select`` that selects nothing sends no request."""
     params = mod.params
+    check_values(params)
     mode, why = plan.resolve_select(params["select"], bool(params["resources"]), params.get("objects_from_audit") is not None,
                                     params.get("target_release"))
     if mode == plan.SELECTED_NONE:

@@ -163,3 +163,9 @@ def test_auto_from_check_without_a_target_or_with_resources_selects_nothing_and_
     assert not failed and result["changed"] is False and result["selected_by"] == "none"
     assert why in result["msg"] and result["migrations"] == [] and result["summary"] == []
     assert fake_cluster.log == []
+
+
+def test_a_select_that_selects_nothing_still_refuses_bad_values(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "select": "auto_from_check", "qps": -1})
+    assert failed and "'qps' must not be negative" in result["msg"]
+    assert fake_cluster.log == []
