@@ -86,3 +86,14 @@ def poll_until(fetch: Callable[[], Any], predicate: Callable[[Any], bool], timeo
         if remaining is not None and remaining <= 0:
             raise PollTimeout(value, polls)
         sleep(float(interval) if remaining is None else min(float(interval), remaining))
+
+
+def poll_past(fetch: Callable[[], Any], pending, timeout: Union[float, Deadline], interval: float,  # noqa: PLR0913
+              clock: Optional[Callable[[], float]] = None, sleep: Callable[[float], None] = time.sleep):
+    """Poll until ``fetch()`` returns anything but ``pending`` (a process that answers, or exits) and return it;
+    ``pending`` when the deadline passes first."""
+    deadline = timeout if isinstance(timeout, Deadline) else Deadline.after(timeout, clock or time.monotonic)
+    try:
+        return poll_until(fetch, lambda state: state != pending, deadline, interval, sleep=sleep)
+    except PollTimeout:
+        return pending

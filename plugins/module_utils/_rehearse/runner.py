@@ -18,7 +18,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crd_objects
@@ -280,11 +280,7 @@ def _wait_ready(apiserver: scratch.TargetApiserver, timeout: Union[float, Deadli
                 pass
         return STARTING
 
-    deadline = timeout if isinstance(timeout, Deadline) else Deadline.after(timeout, clock)
-    try:
-        return poll_until(fetch, lambda state: state != STARTING, deadline, READY_POLL, sleep=sleep) == READY
-    except PollTimeout:
-        return False
+    return poll_past(fetch, STARTING, timeout, READY_POLL, clock, sleep) == READY
 
 
 def _served_by_release(git_version: str) -> Dict[str, list]:

@@ -26,7 +26,7 @@ import tempfile
 import time
 from typing import Callable, Iterable, List, Optional, Tuple, Union
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
 
 PREFIX = "kubeupgrade-rehearsal-"
@@ -273,11 +273,7 @@ class ScratchEtcd:
             except (OSError, http.client.HTTPException, RehearsalError, ValueError):
                 return STARTING
 
-        deadline = timeout if isinstance(timeout, Deadline) else Deadline.after(timeout, clock)
-        try:
-            return poll_until(fetch, lambda state: state != STARTING, deadline, ETCD_POLL, sleep=sleep) == ANSWERED
-        except PollTimeout:
-            return False
+        return poll_past(fetch, STARTING, timeout, ETCD_POLL, clock, sleep) == ANSWERED
 
     def _request(self, path: str, body: dict, connection=None, timeout: float = 120.0) -> dict:
         own = connection is None

@@ -8,7 +8,7 @@ from kube_fakes import FakeApiClient, FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiResponse, parse_json_body
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_past, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import (
     ConnectionSettings,
     check_kubeconfig_shape,
@@ -194,3 +194,15 @@ def test_paths_are_defined_once():
 ])
 def test_a_403_names_the_rbac_rule_to_add(method, path, rule):
     assert paths.rbac_rule(method, path) == rule
+
+
+@pytest.mark.parametrize("states, result, slept", [
+    (["starting", "ready"], "ready", [1]),
+    (["exited"], "exited", []),
+    (["starting"] * 10, "starting", [1, 1, 1]),  # the deadline (3 s) passes first: the pending state
+])
+def test_poll_past_returns_the_first_state_that_is_not_pending(states, result, slept):
+    fake = FakeClock(100.0)
+    answers = iter(states)
+    assert poll_past(lambda: next(answers), "starting", 3, 1, fake, fake.sleep) == result
+    assert fake.slept == slept
