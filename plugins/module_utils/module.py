@@ -188,10 +188,10 @@ class KubeUpgradeModule:
             return [base]
         return [base.for_endpoint(url) for url in seen]
 
-    def observer(self):
-        """An ``Observer`` of every apiserver in ``endpoints``, with the release profiles: what a capability that
-        compares or judges observations reads through (it never builds one itself)."""
-        return Observer(self.endpoint_clients(), load_profiles(), self.client())
+    def observer(self, profiles=None):
+        """The ``Observer`` of every apiserver in ``endpoints`` (cluster-wide reads through the connection's host),
+        with ``profiles`` (default: the shipped release profiles): the one way a module's runner observes them."""
+        return Observer(self.endpoint_clients(), load_profiles() if profiles is None else profiles, self.client())
 
     def _check_shared_options(self) -> None:
         """Options with one meaning in every module, checked before the module's own code sends anything:

@@ -95,8 +95,7 @@ def _unjudged_accepts(accept, judgement) -> Optional[str]:
 
 
 def _observe(module, options: JudgeOptions, profiles):
-    return observe_mod.observe(module.endpoint_clients(), profiles, resources=options.resources, include=CLUSTER_READS,
-                               cluster_client=module.client())
+    return module.observer(profiles).observe(options.resources, CLUSTER_READS)
 
 
 def judge_observed(module, observation, judging: tuple, count: bool = True):

@@ -9,7 +9,7 @@ from typing import Optional
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import expectation
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES, observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import release_hint
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError, ProfileError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles, normalize_release
@@ -73,8 +73,7 @@ def run(module) -> dict:
     params = module.params
     profiles = load_profiles()
     release = expected_release(params.get("expect_release"), profiles)
-    observation = observe(module.endpoint_clients(), profiles, resources=params["resources"] or None,
-                          include=params["include"], cluster_client=module.client())
+    observation = module.observer(profiles).observe(params["resources"] or None, params["include"])
     result = info_result(observation, params["resources"], params["include"])
     result["as_expected"], result["expectation_msg"] = expectation.expected(
         observation.endpoints, ready=params.get("expect_ready", False), release=release)

@@ -8,7 +8,6 @@ from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records, storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
@@ -73,7 +72,7 @@ def run(module) -> dict:
     wanted = None if params["state"] == "absent" else params["resources"] or None
 
     def observe_now():
-        return observe(module.endpoint_clients(), profiles, resources=wanted, include=(), cluster_client=cluster)
+        return module.observer(profiles).observe(wanted, include=())
 
     observation = observe_now()
     if not any(e.reachable for e in observation.endpoints):
