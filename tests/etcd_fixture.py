@@ -2,11 +2,12 @@
 """A real etcd (Debian's etcd-server) on loopback for tests and benchmarks: plain, or TLS with client certificates.
 
 ``scripts/setup-etcd.sh`` installs it. When ``etcd`` is missing the fixtures fail in CI (``CI=true``) and
-skip locally, with the reason either way. A test module defines its fixtures with ``serve``::
+skip locally, with the reason either way. The integration tests' ``etcd_plain`` and ``etcd_tls`` fixtures
+(tests/integration/conftest.py) are built with ``serve``; a module that needs another one does the same::
 
-    @pytest.fixture
-    def etcd_tls(tmp_path):
-        yield from etcd_fixture.serve(tmp_path, tls=True)
+    @pytest.fixture(params=[False, True])
+    def etcd(tmp_path, request):
+        yield from etcd_fixture.serve(tmp_path / "etcd", tls=request.param)
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import etcd_fixture
 import pytest
 import real_cluster
 
@@ -162,3 +163,15 @@ def sandbox(cluster):
         yield box
     finally:
         box.cleanup()
+
+
+@pytest.fixture
+def etcd_plain(tmp_path):
+    """Debian's etcd on loopback, plain HTTP, in this test's directory; stopped at teardown."""
+    yield from etcd_fixture.serve(tmp_path / "etcd")
+
+
+@pytest.fixture
+def etcd_tls(tmp_path):
+    """The same etcd serving TLS, with client certificates."""
+    yield from etcd_fixture.serve(tmp_path / "etcd", tls=True)

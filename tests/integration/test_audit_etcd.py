@@ -8,7 +8,6 @@ import json
 import sys
 from pathlib import Path
 
-import etcd_fixture
 import pytest
 import yaml
 from etcd_fixture import free_port
@@ -22,16 +21,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
 
 LISTING = Path(__file__).resolve().parents[1] / "fixtures" / "real-etcd-keys" / "keys-1.32.6.tsv"
-
-
-@pytest.fixture
-def etcd_plain(tmp_path):
-    yield from etcd_fixture.serve(tmp_path)
-
-
-@pytest.fixture
-def etcd_tls(tmp_path):
-    yield from etcd_fixture.serve(tmp_path, tls=True)
 
 
 def _real_listing():

@@ -9,7 +9,6 @@ import base64
 import json
 import random
 
-import etcd_fixture
 import pytest
 from etcd_fixture import free_port
 
@@ -17,16 +16,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
 
 PAGE = 20  # small pages: the stores below are more than _Windows.FROM pages, so requests go to bounded windows
-
-
-@pytest.fixture
-def etcd_plain(tmp_path):
-    yield from etcd_fixture.serve(tmp_path)
-
-
-@pytest.fixture
-def etcd_tls(tmp_path):
-    yield from etcd_fixture.serve(tmp_path, tls=True)
 
 
 def _settings(server, **extra) -> EtcdSettings:

@@ -60,11 +60,6 @@ CANNOT_DECODE = {
 
 
 @pytest.fixture
-def etcd_tls(tmp_path):
-    yield from etcd_fixture.serve(tmp_path / "etcd", tls=True)
-
-
-@pytest.fixture
 def plane(control_plane_factory, etcd_tls):
     pki = etcd_tls.pki
     plane = control_plane_factory(apiservers=2, releases=RUNNING, tls=TLS, etcd={

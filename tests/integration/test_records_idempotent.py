@@ -8,7 +8,6 @@ nothing and reports ``changed=false``; a real change is written; a record left a
 
 from __future__ import annotations
 
-import etcd_fixture
 import pytest
 from test_playbooks_helpers import TLS, explain, run
 
@@ -96,11 +95,6 @@ def test_record_max_age_still_judges_a_record_by_its_heartbeat(control_plane, ru
     failed, judged = run(storage_version_check, check)
     assert not failed and judged["resources"][0]["verdict"] == "unknown"
     assert "more than 600s ago" in judged["resources"][0]["reason"]
-
-
-@pytest.fixture
-def etcd_tls(tmp_path):
-    yield from etcd_fixture.serve(tmp_path / "etcd", tls=True)
 
 
 @pytest.fixture
