@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+import repo_scripts
 import yaml
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import rbac
@@ -16,10 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("generate_rbac", ROOT / "scripts" / "generate_rbac.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_scripts.load("generate_rbac")
 
 
 GENERATOR = _generator()

@@ -3,21 +3,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from pathlib import Path
 
 import pytest
+import repo_scripts
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _generator():
-    spec = importlib.util.spec_from_file_location("generate_release_data", ROOT / "scripts" / "generate_release_data.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return repo_scripts.load("generate_release_data")
 
 
 def test_shipped_release_data_is_current():
