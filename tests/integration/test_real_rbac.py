@@ -84,23 +84,28 @@ class Identities:
         path.write_text(yaml.safe_dump(inventory))
         return path
 
+    def play(self, ansible_playbook, name, identity, tasks):
+        """Run ``tasks`` in a local play whose module defaults are ``identity``'s kubeconfig alone; it must succeed."""
+        playbook = self.tmp_path / f"{name}.yml"
+        playbook.write_text(yaml.safe_dump([{
+            "hosts": "localhost", "connection": "local", "gather_facts": False,
+            "module_defaults": {"group/kubeupgrade.storage.storage": self.connection(identity)},
+            "tasks": tasks}]))
+        result = ansible_playbook(playbook)
+        assert result.rc == 0, explain(result)
+        return result
+
     def render_custom_resource_roles(self, ansible_playbook):
         """Render both custom-resource roles with the filter, in a play run as the pre-flight identity; apply them."""
         out = self.tmp_path / "rbac-custom-resources.yaml"
-        playbook = self.tmp_path / "render-rbac.yml"
-        playbook.write_text(yaml.safe_dump([{
-            "hosts": "localhost", "connection": "local", "gather_facts": False,
-            "module_defaults": {"group/kubeupgrade.storage.storage": self.connection(PREFLIGHT)},
-            "tasks": [
-                {"name": "Read the cluster's CRDs", "kubeupgrade.storage.storage_version_info": {
-                    "endpoints": self.plane.endpoints, "include": ["crds"]}, "register": "cluster"},
-                {"name": "Write the roles for its custom resources", "ansible.builtin.copy": {
-                    "dest": str(out), "mode": "0644", "content": (
-                        "{{ cluster.crds | kubeupgrade.storage.custom_resource_role('migrate') | to_nice_yaml }}\n---\n"
-                        "{{ cluster.crds | kubeupgrade.storage.custom_resource_role('count') | to_nice_yaml }}\n")}},
-            ]}]))
-        result = ansible_playbook(playbook)
-        assert result.rc == 0, explain(result)
+        self.play(ansible_playbook, "render-rbac", PREFLIGHT, [
+            {"name": "Read the cluster's CRDs", "kubeupgrade.storage.storage_version_info": {
+                "endpoints": self.plane.endpoints, "include": ["crds"]}, "register": "cluster"},
+            {"name": "Write the roles for its custom resources", "ansible.builtin.copy": {
+                "dest": str(out), "mode": "0644", "content": (
+                    "{{ cluster.crds | kubeupgrade.storage.custom_resource_role('migrate') | to_nice_yaml }}\n---\n"
+                    "{{ cluster.crds | kubeupgrade.storage.custom_resource_role('count') | to_nice_yaml }}\n")}},
+        ])
         roles = [doc for doc in yaml.safe_load_all(out.read_text()) if doc]
         apply(self.plane, roles)
         return roles
@@ -126,20 +131,14 @@ def test_the_preflight_identity_cannot_read_a_secret_and_its_check_counts_withou
 
     # The pre-flight's modules as the pre-flight identity: every count is made but the Secrets', which says why.
     out = tmp_path / "check.json"
-    playbook = tmp_path / "preflight-modules.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "hosts": "localhost", "connection": "local", "gather_facts": False,
-        "module_defaults": {"group/kubeupgrade.storage.storage": identities.connection(PREFLIGHT)},
-        "tasks": [
-            {"name": "observe", "kubeupgrade.storage.storage_version_info": {"endpoints": plane.endpoints}},
-            {"name": "check", "kubeupgrade.storage.storage_version_check": {
-                "endpoints": plane.endpoints, "target_release": "1.33", "fail_on": []}, "register": "check"},
-            {"name": "agreement", "kubeupgrade.storage.storage_version_agreement": {
-                "endpoints": plane.endpoints, "polls": 1, "interval": 1, "timeout": 60}},
-            {"name": "save", "ansible.builtin.copy": {"content": "{{ check | to_json }}", "dest": str(out), "mode": "0600"}},
-        ]}]))
-    result = ansible_playbook(playbook)
-    assert result.rc == 0, explain(result)
+    result = identities.play(ansible_playbook, "preflight-modules", PREFLIGHT, [
+        {"name": "observe", "kubeupgrade.storage.storage_version_info": {"endpoints": plane.endpoints}},
+        {"name": "check", "kubeupgrade.storage.storage_version_check": {
+            "endpoints": plane.endpoints, "target_release": "1.33", "fail_on": []}, "register": "check"},
+        {"name": "agreement", "kubeupgrade.storage.storage_version_agreement": {
+            "endpoints": plane.endpoints, "polls": 1, "interval": 1, "timeout": 60}},
+        {"name": "save", "ansible.builtin.copy": {"content": "{{ check | to_json }}", "dest": str(out), "mode": "0600"}},
+    ])
     check = json.loads(out.read_text())
     by_name = {r["resource"]: r for r in check["resources"]}
     counted = {name for name, r in by_name.items() if r.get("objects") in ("present", "none")}
@@ -231,18 +230,12 @@ def test_the_audit_driven_migration_gets_each_listed_object_as_the_migration_ide
                "versions": [{"api_version": version, "count": 1, "names": [label]}]}
         for name, label, version in (("configmaps", "app/settings", "v0"), ("gadgets.example.com", "app/old", "example.com/v0"))}}
     out = tmp_path / "migrated.json"
-    playbook = tmp_path / "objects.yml"
-    playbook.write_text(yaml.safe_dump([{
-        "hosts": "localhost", "connection": "local", "gather_facts": False,
-        "module_defaults": {"group/kubeupgrade.storage.storage": identities.connection(MIGRATE)},
-        "tasks": [
-            {"name": "migrate the audited objects", "kubeupgrade.storage.storage_migration": {
-                "endpoints": plane.endpoints, "objects_from_audit": audit, "timeout": 120,
-                "checkpoint_dir": str(tmp_path / "checkpoints")}, "register": "migrated"},
-            {"name": "save", "ansible.builtin.copy": {"content": "{{ migrated | to_json }}", "dest": str(out), "mode": "0600"}},
-        ]}]))
-    result = ansible_playbook(playbook)
-    assert result.rc == 0, explain(result)
+    identities.play(ansible_playbook, "objects", MIGRATE, [
+        {"name": "migrate the audited objects", "kubeupgrade.storage.storage_migration": {
+            "endpoints": plane.endpoints, "objects_from_audit": audit, "timeout": 120,
+            "checkpoint_dir": str(tmp_path / "checkpoints")}, "register": "migrated"},
+        {"name": "save", "ansible.builtin.copy": {"content": "{{ migrated | to_json }}", "dest": str(out), "mode": "0600"}},
+    ])
     migrations = {m["resource"]: m for m in json.loads(out.read_text())["migrations"]}
     assert {name: (m["status"], m["objects_migrated"]) for name, m in migrations.items()} == {
         "configmaps": ("succeeded", 1), "gadgets.example.com": ("succeeded", 1)}, migrations
