@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -282,3 +283,17 @@ def test_a_denied_object_is_named_its_resource_goes_on_and_nothing_is_recorded_f
     assert _crd(plane, WIDGETS)["status"]["storedVersions"] == ["v1alpha1", "v1"]  # still holds the old version
     assert entries["configmaps"]["status"] == "succeeded"  # the other resource of the run is not held back
     assert record_is_current(plane, "configmaps", entries["configmaps"]["storage_hash"])
+
+
+def test_persistent_500s_and_a_short_timeout_name_the_500(plane, capsys):
+    """A migration that times out because every request fails says so: the timeout names the last failure (status
+    and reason, apiserver, request, how many attempts), not only "timed out after 0 objects"."""
+    put_widgets(plane, 5)
+    plane.admin.fault("status", code=500, method="GET", path_regex=f"^{re.escape(WIDGETS_PATH)}$")
+    failed, result = run(plane, capsys, resources=[WIDGETS], backend="client", timeout=4)
+    assert failed
+    message = result["msg"]
+    assert f"Migration of {WIDGETS} timed out after 0 objects" in message, message
+    assert re.search(r"every request since \d\d:\d\d:\d\d UTC \(the last \d+s\) failed; last: HTTP 500 \w+ from https://",
+                     message), message
+    assert f"(GET {WIDGETS_PATH})" in message and re.search(r"\(\d+ attempts\)", message), message
