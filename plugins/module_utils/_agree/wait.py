@@ -175,7 +175,7 @@ def next_step(agreement, observation, ignore) -> str:
     if agreement.unreachable:
         steps.append(_unreachable_step(agreement, observation))
     if agreement.disagreeing or agreement.missing:
-        releases = sorted({ep.release for ep in observation.endpoints if ep.reachable and ep.release})
+        releases = observation.releases()
         steps.append("Finish or roll back the upgrade of the disagreeing apiservers" if len(releases) > 1 else
                      f"The apiservers all run {releases[0] if releases else 'one release'} yet disagree: give them the same "
                      "--runtime-config, --feature-gates and --storage-media-type")

@@ -233,8 +233,7 @@ def result_of(judgement, observation, title: Optional[str] = None, resources=Non
         "report_text": report.render_table(judgement),
         "endpoints": [ep.summary() for ep in live.endpoints],
         "agreed": bool(live.endpoints) and not judgement.offline and bool(observation_agreement(live, resources).agreed),
-        # One release everywhere: a migration may wait for agreement; several: a roll is under way.
-        "releases": sorted({ep.release for ep in live.endpoints if ep.reachable and ep.release}),
+        "releases": live.releases(),
         "unreachable_endpoints": [ep.endpoint for ep in live.endpoints if not ep.reachable],
         # Where the apiservers stand apart (expected mid-upgrade), decided as the agreement gate decides it.
         "disagreeing": [{"resource": name, "storage_versions": row["storage_versions"]}

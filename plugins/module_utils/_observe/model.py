@@ -220,6 +220,11 @@ class Observation:
                     failed.setdefault(gv, []).append(ep.endpoint)
         return failed
 
+    def releases(self) -> List[str]:
+        """The releases the reachable apiservers report, sorted: one - a migration may wait for their agreement;
+        several - a rolling upgrade is under way."""
+        return sorted({ep.release for ep in self.endpoints if ep.reachable and ep.release})
+
     def aggregated_group_versions(self) -> set:
         """Group/versions served by aggregated APIServices: their objects are not in this etcd."""
         return {gv for gv, svc in self.api_services.items() if svc.aggregated}
