@@ -112,3 +112,10 @@ def describe_unserved(option: str, missing: Dict[str, List[str]], endpoints: Ite
     return (f"{option}: no apiserver serves {', '.join(parts)} (asked {', '.join(endpoints)}, each with complete "
             "discovery). Use kubectl-style names: <resource>.<group>, or just <resource> for the core group (pods, "
             "deployments.apps, widgets.example.com).")
+
+
+def unserved_message(option: str, requested: Iterable[str], observation, profiles=None) -> str:
+    """The one error for names in ``requested`` that no apiserver serves (``describe_unserved`` of ``unserved_names``,
+    naming every apiserver asked); '' when each is served."""
+    missing = unserved_names(requested, observation, profiles)
+    return describe_unserved(option, missing, [ep.endpoint for ep in observation.endpoints]) if missing else ""

@@ -187,9 +187,9 @@ def next_step(agreement, observation, ignore) -> str:
 def _refuse_unknown_names(observation, resources, profiles=None) -> None:
     """A name no apiserver serves is a typo (or a record left from an earlier release), not a disagreement: the one
     rule and message of ``resources.unserved_names``, as storage_version_info and storage_state say it."""
-    missing = names.unserved_names(resources or [], observation, profiles)
-    if missing:
-        raise ConfigurationError(names.describe_unserved("resources", missing, [ep.endpoint for ep in observation.endpoints]))
+    message = names.unserved_message("resources", resources or [], observation, profiles)
+    if message:
+        raise ConfigurationError(message)
 
 
 def last_agreement_fields(agreement) -> dict:

@@ -30,9 +30,9 @@ def check_served(params: dict, observation, profiles) -> None:
     StorageState CRD's own resource, which this task installs, is not refused before it is installed."""
     wanted = [name for name in params["resources"] or []
               if not (params["install_crd"] and name == paths.STORAGE_STATE_CRD_NAME)]
-    missing = names.unserved_names(wanted, observation, profiles)
-    if missing:
-        raise ConfigurationError(names.describe_unserved("resources", missing, [e.endpoint for e in observation.endpoints]))
+    message = names.unserved_message("resources", wanted, observation, profiles)
+    if message:
+        raise ConfigurationError(message)
 
 
 def remove(module, observation, cluster) -> dict:
@@ -45,7 +45,7 @@ def remove(module, observation, cluster) -> dict:
                                "name the records in resources.")
     existing = storage_state_io.read_records(cluster)
     if not wanted:
-        wanted = sorted(name for name in existing if records.unserved(name, observation))
+        wanted = sorted(name for name in existing if names.unserved(name, observation))
     changes = storage_state_io.remove_records(cluster, wanted, existing, module.check_mode)
     removed = [c for c in changes if c.action == storage_state_io.REMOVED]
     result = {
