@@ -34,10 +34,36 @@ MISSING = ("etcd is not installed: run 'bash scripts/setup-etcd.sh' as root (ins
            "etcd-client), or install etcd 3.4+ so that 'etcd' is on PATH")
 
 
-def require_etcd() -> str:
-    path = shutil.which("etcd")
+ASSETS_ENV = "KUBEUPGRADE_TEST_K8S_ASSETS"  # also holds v<etcd version>/etcd, as envtest's asset directory holds etcd
+
+
+def _version(text):
+    return tuple(int(part) for part in text.lstrip("v").split("."))
+
+
+def etcd_binary(version=None):
+    """etcd of ``version`` ("3.5": the newest v3.5.*/etcd in the asset directory), or None for the one on PATH
+    (Debian's etcd-server, 3.4). None when that version is not at hand."""
+    if version is None:
+        return shutil.which("etcd")
+    assets = os.environ.get(ASSETS_ENV) or ""
+    want = _version(str(version))
+    found = [_version(entry) for entry in (os.listdir(assets) if os.path.isdir(assets) else ())
+             if entry.startswith("v") and entry[1:].replace(".", "").isdigit() and _version(entry)[:len(want)] == want
+             and os.access(os.path.join(assets, entry, "etcd"), os.X_OK)]
+    return os.path.join(assets, "v{}.{}.{}".format(*max(found)), "etcd") if found else None
+
+
+def require_etcd(version=None) -> str:
+    path = etcd_binary(version)
     if path:
         return path
+    if version is not None:
+        reason = (f"etcd {version} is missing: set {ASSETS_ENV} to a directory holding v{version}.*/etcd "
+                  "(.ci/run unpacks etcd 3.5 there)")
+        if os.environ.get("KUBEUPGRADE_TEST_REQUIRE_ETCD") or os.environ.get("CI") == "true":
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
     # scripts/test.sh installs etcd before its pytest steps: there, and in CI, a missing etcd is a failure
     if os.environ.get("KUBEUPGRADE_TEST_REQUIRE_ETCD") or os.environ.get("CI") == "true":
         pytest.fail(MISSING, pytrace=False)
@@ -125,10 +151,12 @@ class EtcdServer:
     """One etcd member in ``workdir``; ``url`` is its client URL. ``tls=True`` requires client certificates.
 
     ``ports`` (client, peer) replaces the OS-chosen ports, for callers that must keep parallel runs apart;
-    ``extra_args`` are appended to etcd's command line.
+    ``extra_args`` are appended to etcd's command line; ``version`` picks the etcd release ("3.5"; None: the one on
+    PATH, Debian's 3.4).
     """
 
-    def __init__(self, workdir, tls=False, ports=None, extra_args=()):
+    def __init__(self, workdir, tls=False, ports=None, extra_args=(), version=None):
+        self.version = version
         self.workdir = str(workdir)
         os.makedirs(self.workdir, exist_ok=True)
         self.tls = tls
@@ -151,7 +179,8 @@ class EtcdServer:
         return cmd + self.extra_args
 
     def start(self, timeout=30.0):
-        binary = require_etcd()
+        binary = require_etcd(self.version)
+        self.binary = binary
         self._log = open(os.path.join(self.workdir, "etcd.log"), "ab")
         self.process = subprocess.Popen(self.command(binary), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
@@ -233,8 +262,8 @@ class EtcdServer:
         self.stop()
 
 
-def serve(directory, tls=False):
+def serve(directory, tls=False, version=None):
     """Generator body of an etcd fixture: fail (CI) or skip when etcd is missing, else start, yield, stop."""
-    require_etcd()
-    with EtcdServer(os.path.join(str(directory), "etcd-tls" if tls else "etcd-plain"), tls=tls) as server:
+    require_etcd(version)
+    with EtcdServer(os.path.join(str(directory), "etcd-tls" if tls else "etcd-plain"), tls=tls, version=version) as server:
         yield server

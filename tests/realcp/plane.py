@@ -86,9 +86,17 @@ def _all_true(names):
     return {name: "true" for name in names.split()}
 
 
+# 1.35 and 1.36: every alpha and beta API version through runtime-config's api/all, and the gates their persisted
+# resources need (not AllAlpha: it turns on CBOR storage and more that no operator runs).
+_GATES_1_35 = ("StorageVersionAPI StorageVersionMigrator ClusterTrustBundle PodCertificateRequest CoordinatedLeaderElection "
+               "DRADeviceTaints MutatingAdmissionPolicy GenericWorkload")
+_GATES_1_36 = _GATES_1_35 + " DRAResourcePoolStatus"
+
 RELEASE_FLAGS = {
     (1, 28): {"feature_gates": _all_true(_GATES_1_28), "runtime_config": _all_true(_APIS_1_28)},
     (1, 32): {"feature_gates": _all_true(_GATES_1_32), "runtime_config": _all_true(_APIS_1_32)},
+    (1, 35): {"feature_gates": _all_true(_GATES_1_35), "runtime_config": {"api/all": "true"}},
+    (1, 36): {"feature_gates": _all_true(_GATES_1_36), "runtime_config": {"api/all": "true"}},
 }
 
 
@@ -508,14 +516,15 @@ class ControlPlane:
     """
 
     def __init__(self, workdir, releases=("1.32", "1.32"), etcd_tls=False, encryption=False,
-                 feature_gates=None, runtime_config=None, extra_flags=None, assets=None):
+                 feature_gates=None, runtime_config=None, extra_flags=None, assets=None, etcd_version=None):
         self.workdir = os.path.abspath(str(workdir))
         os.makedirs(self.workdir, exist_ok=True)
         releases = [releases] if isinstance(releases, str) else [str(release) for release in releases]
         self.state_file = os.path.join(self.workdir, STATE_NAME)
         self._ports = [allocate_port(), allocate_port()]
         self.etcd = etcd_fixture.EtcdServer(os.path.join(self.workdir, "etcd"), tls=etcd_tls, ports=tuple(self._ports),
-                                            extra_args=["--experimental-watch-progress-notify-interval=5s"])
+                                            extra_args=["--experimental-watch-progress-notify-interval=5s"],
+                                            version=etcd_version)
         self.encryption_config = self._write_encryption_config() if encryption else None
         self._processes = {}  # Popen objects of what this process started, to reap them
         self._started = []  # (pid, start) of everything this process started, in case the state file loses one
