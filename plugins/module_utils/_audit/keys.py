@@ -8,7 +8,7 @@ group, except for the prefixes the apiserver overrides (``pkg/registry/core/*/st
 ``services/endpoints``, replication controllers under ``controllers``, ingresses under ``ingress``;
 ``events.k8s.io`` Events share core Events' ``events``. The apiextensions and kube-aggregator
 servers store CRDs, APIServices and custom resources under ``<group>/<resource>``.
-``masterleases`` and ``ranges/*`` hold the apiserver's own bookkeeping, not API objects.
+``masterleases``, ``peerserverleases`` and ``ranges/*`` hold the apiserver's own bookkeeping, not API objects.
 
 A key that fits none of this is reported as outside the layout, never guessed.
 """
@@ -119,6 +119,10 @@ GROUPED_BUILTINS = {
 # The apiserver's own bookkeeping: key prefix -> what it is (not an API resource).
 INTERNAL_PREFIXES = {
     "masterleases": "apiserver endpoint leases (masterleases)",
+    # Each apiserver's peer address for the mixed-version proxy (KEP-4020, UnknownVersionInteroperabilityProxy: alpha
+    # from 1.28, beta and on by default in 1.36): Endpoints with a TTL, written by the peer endpoint lease reconciler
+    # (pkg/controlplane/apiserver/peer.go, staging/src/k8s.io/apiserver/pkg/reconcilers/peer_endpoint_lease.go).
+    "peerserverleases": "apiserver peer endpoint leases of the mixed-version proxy (peerserverleases)",
     "ranges/serviceips": "service IP range allocation",
     "ranges/servicenodeports": "service node port range allocation",
 }

@@ -73,6 +73,7 @@ def test_layout(key, resource_name, namespace, name):
 
 @pytest.mark.parametrize("key, what", [
     ("/registry/masterleases/10.0.0.1", "masterleases"),
+    ("/registry/peerserverleases/apiserver-qzk7tc3nd7lrymr74debrusv3a", "peerserverleases"),  # 1.36 writes one per apiserver
     ("/registry/ranges/serviceips", "service IP"),
     ("/registry/ranges/servicenodeports", "node port"),
 ])
