@@ -101,6 +101,101 @@ def seed_132(plane, namespace="app"):
            {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "new"}, "spec": {"size": 2}})
 
 
+def _ca_pem() -> str:
+    from cryptography.hazmat.primitives import serialization
+    from etcd_fixture import make_ca
+    return make_ca("bundle-ca")[1].public_bytes(serialization.Encoding.PEM).decode()
+
+
+def seed_135(plane, namespace="app"):
+    """Objects in every version 1.35 stores, with the beta APIs an operator enables: storage v1beta1
+    VolumeAttributesClasses (1.36 stores v1), DRA v1 and v1beta2, admission policies (validating v1, mutating v1beta1),
+    ClusterTrustBundles v1beta1, a CRD with two versions, and core objects (the Secret encrypted when the plane is).
+    Returns the collection paths the objects can be listed under."""
+    create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    create(plane, f"/api/v1/namespaces/{namespace}/configmaps", {"metadata": {"name": "settings"}, "data": {"k": "v"}})
+    create(plane, f"/api/v1/namespaces/{namespace}/secrets", {"metadata": {"name": "token"}, "stringData": {"t": "s3cret"}})
+    create(plane, "/apis/storage.k8s.io/v1beta1/volumeattributesclasses",
+           {"metadata": {"name": "gold"}, "driverName": "csi.example.com", "parameters": {"iops": "3000"}})
+    create(plane, "/apis/resource.k8s.io/v1/deviceclasses", {"metadata": {"name": "gpu"}, "spec": {}})
+    create(plane, f"/apis/resource.k8s.io/v1beta2/namespaces/{namespace}/resourceclaims", {"metadata": {"name": "claim"}, "spec": {
+        "devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu"}}]}}})
+    create_flow_schema_and_policy(plane, "v1", "v1")
+    rule = {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": ["configmaps"]}
+    create(plane, "/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicies", {"metadata": {"name": "label"}, "spec": {
+        "matchConstraints": {"resourceRules": [rule]}, "failurePolicy": "Ignore", "reinvocationPolicy": "Never",
+        "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {
+            "expression": 'Object{metadata: Object.metadata{labels: {"seen": "yes"}}}'}}]}})
+    create(plane, "/apis/certificates.k8s.io/v1beta1/clustertrustbundles",
+           {"metadata": {"name": "example"}, "spec": {"trustBundle": _ca_pem()}})
+    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", GADGETS_CRD)
+    wait_for(lambda: plane.request("GET", "/apis/example.com/v1/gadgets")[0] == 200, "the gadgets CRD to be served")
+    create(plane, f"/apis/example.com/v1alpha1/namespaces/{namespace}/gadgets",
+           {"apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": "old"}, "spec": {"size": 1}})
+    create(plane, f"/apis/example.com/v1/namespaces/{namespace}/gadgets",
+           {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "new"}, "spec": {"size": 2}})
+    return SEEDED_135
+
+
+# Where seed_135's objects are listed, and how many each holds: read back through every apiserver after a roll.
+SEEDED_135 = {
+    "/api/v1/namespaces/app/configmaps": ["settings"], "/api/v1/namespaces/app/secrets": ["token"],
+    "/apis/storage.k8s.io/v1/volumeattributesclasses": ["gold"], "/apis/resource.k8s.io/v1/deviceclasses": ["gpu"],
+    "/apis/resource.k8s.io/v1/namespaces/app/resourceclaims": ["claim"],
+    "/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas": ["app"],
+    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies": ["app"],
+    "/apis/admissionregistration.k8s.io/v1beta1/mutatingadmissionpolicies": ["label"],
+    "/apis/certificates.k8s.io/v1beta1/clustertrustbundles": ["example"],
+    "/apis/example.com/v1/namespaces/app/gadgets": ["new", "old"],
+}
+
+
+def seeded_objects_read(plane, seeded=None) -> dict:
+    """``{apiserver index: [what is missing or unreadable]}`` for every apiserver: each seeded object is read back
+    (a 429 "storage is (re)initializing" right after a restart is waited out, up to 30 s)."""
+    found = {}
+    for index in range(len(plane.endpoints)):
+        problems = []
+        for path, names in (seeded or SEEDED_135).items():
+            deadline = time.monotonic() + 30
+            status, body = plane.request("GET", path, index=index)
+            while status == 429 and time.monotonic() < deadline:
+                time.sleep(0.5)
+                status, body = plane.request("GET", path, index=index)
+            if status != 200:
+                problems.append(f"{path}: {status} {str(body)[:200]}")
+                continue
+            have = {item["metadata"]["name"] for item in body.get("items") or []}
+            problems += [f"{path}/{name}: missing" for name in names if name not in have]
+        found[index] = problems
+    return found
+
+
+# Today's roll: the releases, and the etcd line kubeadm ships with them.
+TODAY_FROM, TODAY_TO, TODAY_ETCD = "1.35", "1.36", "3.5"
+
+
+def rehearsal_flags(release) -> dict:
+    """The rehearsal's feature_gates and runtime_config options for ``release``: the flags the test plane gives it."""
+    from realcp.plane import release_flags
+    flags = release_flags(release)
+    return {"feature_gates": ",".join(f"{k}={v}" for k, v in sorted(flags["feature_gates"].items())),
+            "runtime_config": ",".join(f"{k}={v}" for k, v in sorted(flags["runtime_config"].items()))}
+
+
+def etcd_extra(plane, tmp_path, target=None):
+    """upgrade.yml's variables for the etcd settings read from ``plane``: the audit, the snapshot taken and proved
+    with the plane's own etcd (its etcdutl), and, with ``target``, the rehearsal with that release's binary."""
+    from realcp.plane import binary
+    extra = {"kubeupgrade_etcd": plane.etcd_settings, "kubeupgrade_etcd_become": False,
+             "kubeupgrade_snapshot": {"dest": str(tmp_path / f"etcd-before-{target or 'upgrade'}.db"), "work_dir": str(tmp_path),
+                                      "etcd_binary": plane.etcd.binary}}
+    if target:
+        extra["kubeupgrade_rehearsal"] = {"apiserver_binary": binary(target), "apiserver_manifest": "", "work_dir": str(tmp_path),
+                                          "etcd_binary": plane.etcd.binary, **rehearsal_flags(target)}
+    return extra
+
+
 def wait_for(condition, what, timeout=60.0):
     deadline = time.monotonic() + timeout
     while not condition():

@@ -1,10 +1,10 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The rolling upgrade on real kube-apiservers (tests/realcp), judged by what they answer afterwards.
 
-- the one-minor roll operators make (1.32 -> 1.33) at the playbook's defaults, with and without etcd
-  settings, and with a new API version enabled on the target;
-- 1.28 -> 1.32 on a clean cluster: a real older apiserver next to a newer one lists the newer
-  release's group/versions (it answers 404 for them) and stops listing its own alpha ones;
+- today's roll (1.35 -> 1.36 on etcd 3.5, as kubeadm ships them) at the playbook's defaults, with and without
+  the etcd settings (audit, snapshot, rehearsal), and its rollback; the 1.35 apiserver lists the group/versions
+  1.36 registers (scheduling.k8s.io/v1alpha2) and answers 404 for them mid-roll;
+- 1.28 -> 1.32 (on etcd 3.4): stores that newer releases cannot read, which today's releases no longer write;
 - an unreachable or failing host stops the roll: no later host is touched.
 """
 
@@ -17,13 +17,18 @@ import yaml
 from real_binaries import (
     PATHS_128,
     REMOVED_IN_132,
+    TODAY_ETCD,
+    TODAY_FROM,
+    TODAY_TO,
     UNREADABLE_ON_132,
     delete_all,
+    etcd_extra,
     explain,
     report,
     run,
     seed_128_unreadable_on_132,
-    seed_132,
+    seed_135,
+    seeded_objects_read,
     unreadable,
     versions,
     write_inventory,
@@ -32,41 +37,48 @@ from real_binaries import (
 pytestmark = pytest.mark.slow
 
 
-@pytest.mark.parametrize("with_etcd", [False, True], ids=["records", "etcd-audit"])
-def test_one_minor_roll_at_defaults_rolls_every_host_and_everything_reads_after(real_plane_factory, ansible_playbook,
-                                                                                tmp_path, with_etcd):
-    plane = real_plane_factory(["1.32", "1.32"], etcd_tls=with_etcd, encryption=with_etcd)
-    seed_132(plane)
-    extra = {"kubeupgrade_etcd": plane.etcd_settings, "kubeupgrade_etcd_become": False} if with_etcd else {}
-    result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.33", **extra)
-    assert result.rc == 0, explain(result)
-    assert versions(plane) == ["v1.33.5", "v1.33.5"]
-    final = report(tmp_path, "final-1.33")
-    assert final["blocking"] == [] and final["verdict"] == "safe", final
-    for index in range(2):
-        assert unreadable(plane, index) == []
-    if with_etcd:  # the way back was made before the first host: a snapshot etcd's own tool reads
-        assert (tmp_path / "etcd-before-upgrade.db").stat().st_size > 0 and "etcdutl snapshot restore" in result.stdout
-
-
-def test_one_minor_roll_with_a_new_api_version_enabled_on_the_target(real_plane_factory, ansible_playbook, tmp_path):
-    """The 1.32 apiserver lists resource.k8s.io/v1beta2 once the 1.33 one registered it, and answers 404 for it."""
-    plane = real_plane_factory(["1.32", "1.32"], runtime_config={"1.33": {"resource.k8s.io/v1beta2": "true"}})
-    seed_132(plane)
-    result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.33")
-    assert result.rc == 0, explain(result)
-    assert versions(plane) == ["v1.33.5", "v1.33.5"]
-    assert plane.request("GET", "/apis/resource.k8s.io/v1beta2", index=1)[0] == 200
-    for index in range(2):
-        assert unreadable(plane, index) == []
+def todays_plane(real_plane_factory, count=2, **options):
+    """``count`` × kube-apiserver 1.35.3 on etcd 3.5.30, as kubeadm ships them."""
+    return real_plane_factory([TODAY_FROM] * count, etcd_version=TODAY_ETCD, **options)
 
 
 @pytest.mark.parametrize("with_etcd", [False, True], ids=["records", "etcd-audit"])
-def test_skip_roll_128_to_132_on_a_clean_cluster_completes(real_plane_factory, ansible_playbook, tmp_path, with_etcd):
+def test_todays_roll_at_defaults_then_its_rollback_every_host_rolled_and_every_object_read(
+        real_plane_factory, ansible_playbook, tmp_path, with_etcd):
+    """1.35.3 -> 1.36.2 on etcd 3.5.30 with TLS client certificates and encryption at rest, objects in every version
+    1.35 stores with the beta APIs an operator enables; then back to 1.35.3 with the same playbook. With the etcd
+    settings: the audit (no warning on a healthy 1.35 or 1.36 cluster), the snapshot proved with etcd 3.5's own tools,
+    and the rehearsal with each target binary, before any host."""
+    plane = todays_plane(real_plane_factory, etcd_tls=True, encryption=True)
+    seed_135(plane)
+    for target, binary_version, done in ((TODAY_TO, "v1.36.2", "final-1.36"), (TODAY_FROM, "v1.35.3", "final-1.35")):
+        extra = etcd_extra(plane, tmp_path, target) if with_etcd else {}
+        result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=target, **extra)
+        assert result.rc == 0, explain(result)
+        assert versions(plane) == [binary_version, binary_version]
+        final = report(tmp_path, done)
+        assert final["blocking"] == [] and final["verdict"] == "safe", final
+        assert seeded_objects_read(plane) == {0: [], 1: []}
+        for index in range(2):
+            assert unreadable(plane, index) == []
+        assert "outside the apiserver's key layout" not in result.stdout, explain(result)
+        if with_etcd:
+            assert "rehearsal passes" in result.stdout, explain(result)
+            snapshot = tmp_path / f"etcd-before-{target}.db"
+            assert snapshot.stat().st_size > 0 and "etcdutl snapshot restore" in result.stdout, explain(result)
+    # 1.36 stores VolumeAttributesClasses as storage.k8s.io/v1 (1.35 as v1beta1): the roll's final migration rewrote
+    # the one object, which 1.35 reads back after the rollback.
+    status = plane.request("GET", "/apis/storage.k8s.io/v1/volumeattributesclasses/gold")
+    assert status[0] == 200, status
+
+
+def test_skip_roll_128_to_132_on_a_clean_cluster_completes(real_plane_factory, ansible_playbook, tmp_path):
+    """A real older apiserver next to a newer one lists the newer release's group/versions (answering 404) and stops
+    listing its own alpha ones; audited from etcd 3.4, the line 1.28 ran on."""
     plane = real_plane_factory(["1.28", "1.28"])
     plane.create("/api/v1/namespaces", {"metadata": {"name": "app"}})
     plane.create("/api/v1/namespaces/app/configmaps", {"metadata": {"name": "settings"}, "data": {"k": "v"}})
-    extra = {"kubeupgrade_etcd": plane.etcd_settings, "kubeupgrade_etcd_become": False} if with_etcd else {}
+    extra = {"kubeupgrade_etcd": plane.etcd_settings, "kubeupgrade_etcd_become": False}
     result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.32", **extra)
     assert result.rc == 0, explain(result)
     assert versions(plane) == ["v1.32.6", "v1.32.6"]
@@ -75,28 +87,28 @@ def test_skip_roll_128_to_132_on_a_clean_cluster_completes(real_plane_factory, a
 
 
 def test_a_failing_host_stops_the_roll_and_is_rolled_back(real_plane_factory, ansible_playbook, tmp_path):
-    plane = real_plane_factory(["1.32", "1.32", "1.32"])
-    result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.33",
+    plane = todays_plane(real_plane_factory, count=3)
+    result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_TO,
                  kubeupgrade_realcp_broken_hosts=["cp2"], kubeupgrade_wait_retries=3)
     assert result.rc != 0, explain(result)
     assert "Run the per-host rollback tasks" in result.stdout, explain(result)
-    # cp1 rolled, cp2 failed and is back on 1.32, cp3 untouched
-    assert versions(plane) == ["v1.33.5", "v1.32.6", "v1.32.6"]
+    # cp1 rolled, cp2 failed and is back on 1.35, cp3 untouched
+    assert versions(plane) == ["v1.36.2", "v1.35.3", "v1.35.3"]
     assert plane.apiserver(2)["pid"] and "cp3" not in result.recap or result.recap["cp3"].get("changed", 0) == 0
 
 
 def test_an_unreachable_host_stops_the_roll_at_the_next_host(real_plane_factory, ansible_playbook, tmp_path):
     """With serial: 1 Ansible drops an unreachable host and runs the next batch, and rescue does not run for it:
     the check before cp2 must find, from the apiservers, that cp1 is not on the target."""
-    plane = real_plane_factory(["1.32", "1.32"])
+    plane = todays_plane(real_plane_factory)
     unreachable = {"cp1": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 9,
                            "ansible_ssh_common_args": "-o ConnectTimeout=3 -o BatchMode=yes"}}
     inventory = write_inventory(plane, tmp_path, host_vars=unreachable)
-    result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, inventory=inventory, kubeupgrade_target_release="1.33")
+    result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, inventory=inventory, kubeupgrade_target_release=TODAY_TO)
     assert result.rc != 0, explain(result)
     assert result.recap["cp1"]["unreachable"] == 1, explain(result)
     assert "not touching " + plane.endpoints[1] in result.stdout, explain(result)
-    assert versions(plane) == ["v1.32.6", "v1.32.6"], "a host was upgraded past an unreachable one"
+    assert versions(plane) == ["v1.35.3", "v1.35.3"], "a host was upgraded past an unreachable one"
 
 
 @pytest.mark.parametrize("with_etcd", [False, True], ids=["records", "etcd-audit"])
@@ -124,20 +136,20 @@ def test_an_apiservice_without_a_backend_blocks_fast_until_accepted_by_name_then
         real_plane_factory, ansible_playbook, tmp_path):
     """A local APIService that no apiserver serves: every apiserver lists it and answers 404. It blocks (its
     resources cannot be judged) without waiting minutes for an agreement that cannot come; accepted, it does not."""
-    plane = real_plane_factory(["1.32", "1.32"])
+    plane = todays_plane(real_plane_factory)
     plane.create("/apis/apiregistration.k8s.io/v1/apiservices", {
         "metadata": {"name": "v1.dangling.example.com"},
         "spec": {"group": "dangling.example.com", "version": "v1", "groupPriorityMinimum": 1000, "versionPriority": 15}})
     started = time.monotonic()
-    blocked = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.33")
+    blocked = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_TO)
     assert blocked.rc != 0, explain(blocked)
     assert time.monotonic() - started < 240, "the gate waited for an agreement a failed discovery cannot give"
     assert "dangling.example.com/v1" in blocked.stdout, explain(blocked)
-    assert versions(plane) == ["v1.32.6", "v1.32.6"], "a host was touched"
-    accepted = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release="1.33",
+    assert versions(plane) == ["v1.35.3", "v1.35.3"], "a host was touched"
+    accepted = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_TO,
                    kubeupgrade_accept={"dangling.example.com/v1": "an APIService without a backend; stores nothing (CHG-9)"})
     assert accepted.rc == 0, explain(accepted)
-    assert versions(plane) == ["v1.33.5", "v1.33.5"]
+    assert versions(plane) == ["v1.36.2", "v1.36.2"]
     for index in range(2):
         assert unreadable(plane, index) == []
 
@@ -145,14 +157,14 @@ def test_an_apiservice_without_a_backend_blocks_fast_until_accepted_by_name_then
 def test_mixed_releases_behind_one_url_are_found_by_the_identity_leases(real_plane_factory, ansible_playbook, tmp_path):
     """An inventory that reaches two apiservers through one URL (a load balancer) observes one: the cluster's identity
     Leases list two, so the pre-flight blocks instead of judging whichever apiserver answered."""
-    plane = real_plane_factory(["1.32", "1.33"])
+    plane = real_plane_factory([TODAY_FROM, TODAY_TO], etcd_version=TODAY_ETCD)
     inventory = tmp_path / "lb.yml"
     inventory.write_text(yaml.safe_dump({"kube_control_plane": {
         "hosts": {"lb": {"kubeupgrade_apiserver_url": plane.endpoints[0]}},
         "vars": {"ansible_connection": "local", "kubeupgrade_connection": {"kubeconfig": str(plane.kubeconfig)}}}}))
-    result = run(ansible_playbook, "preflight.yml", plane, tmp_path, inventory=inventory, kubeupgrade_target_release="1.33")
+    result = run(ansible_playbook, "preflight.yml", plane, tmp_path, inventory=inventory, kubeupgrade_target_release=TODAY_TO)
     assert result.rc != 0, explain(result)
-    found = report(tmp_path, "preflight-1.33")
+    found = report(tmp_path, "preflight-1.36")
     unobserved = [b for b in found["blocking"] if b["subject"] == "(apiservers not observed)"]
     assert len(unobserved) == 1 and "lists 2 apiservers" in unobserved[0]["reason"], found["blocking"]
 
