@@ -47,11 +47,14 @@ options:
   etcd_binary:
     description:
       - The etcd binary (3.4 or later) for the scratch copy. Default C(etcd) in C(PATH).
+      - The version it reports for C(--version), read before anything starts, decides the scratch etcd's flags (etcd 3.6
+        renamed or deprecated some) and the restore tool; a binary that reports none is refused.
     type: path
   etcdutl_binary:
     description:
-      - The tool that restores O(snapshot) (C(etcdutl) from etcd 3.5, C(etcdctl) on 3.4). Default C(etcdutl) next to
-        O(etcd_binary), else in C(PATH); only then C(etcdctl), in the same order.
+      - The tool that restores O(snapshot) - C(etcdutl) from etcd 3.5, C(etcdctl) on 3.4 (which has no C(etcdutl)).
+        C(etcdctl) is refused for etcd 3.6 and later, which removed C(etcdctl snapshot restore).
+      - Default the tool of O(etcd_binary)'s release next to it, else in C(PATH).
     type: path
   snapshot:
     description:
@@ -227,6 +230,23 @@ source:
   description: What was copied - C(kind) (C(etcd) or C(snapshot)), C(from), C(revision), C(keys), C(bytes).
   returned: success
   type: dict
+scratch_etcd:
+  description: The etcd the copy ran on.
+  returned: success
+  type: dict
+  contains:
+    etcd_binary:
+      description: The etcd binary (O(etcd_binary)).
+      type: str
+      sample: /usr/local/bin/etcd
+    etcd_version:
+      description: The version it reported for C(--version), which chose its flags and the restore tool.
+      type: str
+      sample: 3.5.30
+    restore_tool:
+      description: The tool that restored O(snapshot) (C(etcdutl), or C(etcdctl) on etcd 3.4); null for a copy of a live etcd.
+      type: str
+      sample: /usr/local/bin/etcdutl
 room:
   description: The disk and memory needed and available, in bytes, as checked before starting.
   returned: success

@@ -31,8 +31,8 @@ options:
     default: false
   verify:
     description:
-      - C(restore) restores it into a scratch etcd and reads it back (needs O(etcd_binary) and etcdutl or etcdctl);
-        C(checksum) checks the integrity trailer only.
+      - C(restore) restores it into a scratch etcd and reads it back (needs O(etcd_binary) and the restore tool of its
+        release, O(etcdutl_binary)); C(checksum) checks the integrity trailer only.
     type: str
     choices: [restore, checksum]
     default: restore
@@ -41,12 +41,16 @@ options:
     type: str
     default: /registry
   etcd_binary:
-    description: etcd binary for O(verify=restore). Default C(etcd) in C(PATH).
+    description:
+      - etcd binary (3.4 or later) for O(verify=restore). Default C(etcd) in C(PATH).
+      - The version it reports for C(--version), read before anything is taken, decides the scratch etcd's flags (etcd
+        3.6 renamed or deprecated some) and the restore tool; a binary that reports none is refused.
     type: path
   etcdutl_binary:
     description:
-      - C(etcdutl) (etcd 3.5+) or C(etcdctl) (3.4) for O(verify=restore).
-      - Default C(etcdutl) next to O(etcd_binary), else in C(PATH); only then C(etcdctl), in the same order.
+      - The tool that restores the snapshot for O(verify=restore) - C(etcdutl) from etcd 3.5, C(etcdctl) on 3.4 (which has
+        no C(etcdutl)). C(etcdctl) is refused for etcd 3.6 and later, which removed C(etcdctl snapshot restore).
+      - Default the tool of O(etcd_binary)'s release next to it, else in C(PATH).
     type: path
   work_dir:
     description: Where the private scratch directory of O(verify=restore) is made. Default the system's temporary directory.
@@ -109,6 +113,23 @@ key_count:
   description: Keys under O(etcd_prefix) in the restored copy (O(verify=restore)).
   returned: success
   type: int
+scratch_etcd:
+  description: What restored and served the copy (O(verify=restore)).
+  returned: when O(verify=restore)
+  type: dict
+  contains:
+    etcd_binary:
+      description: The etcd binary.
+      type: str
+      sample: /usr/local/bin/etcd
+    etcd_version:
+      description: The version it reported for C(--version), which chose its flags and the restore tool.
+      type: str
+      sample: 3.5.30
+    restore_tool:
+      description: The tool that restored the snapshot (C(etcdutl), or C(etcdctl) on etcd 3.4).
+      type: str
+      sample: /usr/local/bin/etcdutl
 revision_before:
   description: etcd's revision just before this run took the snapshot.
   returned: when taken

@@ -23,6 +23,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crd_objects
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import migrate_copy, model, reader, scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
@@ -63,6 +64,7 @@ class Plan:
     target_crds: Dict[str, dict] = field(default_factory=dict)  # CRD name -> manifest, applied to the copy only
     current: Optional[dict] = None  # rehearse the plan: {binary, git_version, flags} of the binary that migrates the copy first
     migrate_timeout: float = 1800.0
+    etcd_version: Optional[EtcdVersion] = None  # what etcd_binary reports, read once: its flags and restore tool
 
 
 def _executable(option: str, path: Optional[str], what: str) -> str:
@@ -135,14 +137,12 @@ def _etcd_source(params: dict, manifest: Dict[str, str]) -> Optional[EtcdSetting
     return audit_runner.etcd_settings(given)
 
 
-def _restore_tool(params: dict, etcd_binary: str) -> str:
-    if params.get("etcdutl_binary"):
-        return _executable("etcdutl_binary", params["etcdutl_binary"], "etcdutl (or etcdctl before etcd 3.5)")
-    found = scratch.find_restore_tool(etcd_binary)
-    if found:
-        return found
-    raise ConfigurationError("etcdutl_binary: restoring a snapshot needs etcdutl (etcd 3.5+) or etcdctl (3.4) next to "
-                             "etcd_binary or in PATH; none was found. Give its path")
+def _restore_tool(params: dict, etcd_binary: str, version: EtcdVersion) -> str:
+    """etcdutl_binary, or the restore tool of the etcd's own release (``scratch.restore_tool``)."""
+    given = params.get("etcdutl_binary")
+    if given:
+        _executable("etcdutl_binary", given, "etcdutl (or etcdctl on etcd 3.4)")
+    return scratch.restore_tool(etcd_binary, version, given)
 
 
 def plan(params: dict) -> Plan:
@@ -155,6 +155,7 @@ def plan(params: dict) -> Plan:
         raise ConfigurationError(f"target_release is {wanted}, but apiserver_binary {binary} reports {git_version}: give the "
                                  "binary of the release you upgrade (or roll back) to")
     etcd_binary = _executable("etcd_binary", params.get("etcd_binary") or shutil.which("etcd"), "etcd binary (3.4 or later)")
+    etcd_version = scratch.etcd_version(etcd_binary)
     manifest = _manifest_flags(params)
     flags = storage_flags(params, manifest)
     prefix = keys_mod.normalize_prefix(flags.get("etcd-prefix") or "/registry")
@@ -170,13 +171,13 @@ def plan(params: dict) -> Plan:
         raise ConfigurationError(f"work_dir: {work_dir} is not a writable directory")
     result = Plan(binary=binary, git_version=git_version, etcd_binary=etcd_binary, flags=flags, prefix=prefix, work_dir=work_dir,
                   start_timeout=timeout, names_limit=names_limit, fail_on=fail_on,
-                  target_crds=load_target_crd_objects(params.get("target_crds") or []))
+                  target_crds=load_target_crd_objects(params.get("target_crds") or []), etcd_version=etcd_version)
     result.current = _current(params.get("migrate_with"), manifest)
     if params.get("snapshot"):
         if not os.path.isfile(params["snapshot"]) or not os.access(params["snapshot"], os.R_OK):
             raise ConfigurationError(f"snapshot: {params['snapshot']} does not exist or is not a readable file")
         result.snapshot = params["snapshot"]
-        result.restore_tool = _restore_tool(params, etcd_binary)
+        result.restore_tool = _restore_tool(params, etcd_binary, etcd_version)
         return result
     result.etcd = _etcd_source(params, manifest)
     if result.etcd is None:
@@ -349,7 +350,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
     previous = signal.signal(signal.SIGTERM, _interrupted)
     workspace = scratch.Workspace(plan_.work_dir)
     try:
-        etcd = scratch.ScratchEtcd(workspace, plan_.etcd_binary)
+        etcd = scratch.ScratchEtcd(workspace, plan_.etcd_binary, plan_.etcd_version)
         source = _copy(plan_, etcd)
         copied = time.monotonic()
         scan = EtcdReader(EtcdSettings(endpoints=[etcd.url]))
@@ -382,7 +383,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
                   target_release=".".join(plan_.git_version.lstrip("v").split(".")[:2]), flags=dict(plan_.flags),
                   source=source, room=room, started=started, start_failure=start_problem, fatal_log=fatal,
                   outside_layout=stored.outside_layout, rehearsed_at=measured_at, ignored_feature_gates=ignored,
-                  plan_migration=planned,
+                  plan_migration=planned, scratch_etcd=etcd.summary(plan_.restore_tool),
                   timings={"copy_seconds": round(copied - started_at, 2), "start_seconds": round(ready - copied, 2),
                            "read_seconds": round(done - ready, 2), "total_seconds": round(time.monotonic() - started_at, 2)})
     result["report_text"] = model.render_text(result)

@@ -27,13 +27,16 @@ import time
 from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import etcd_version as versions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 
 PREFIX = "kubeupgrade-rehearsal-"
 OWNER = "owner.pid"
 CHILDREN = "children.pids"
 TXN_OPS = 1000  # puts per transaction into the scratch etcd (its --max-txn-ops is raised to match)
 TXN_BYTES = 8 << 20
+QUOTA_BYTES = 8 << 30  # the scratch etcd's backend quota: etcd's recommended maximum, room for any copy
 STATUS = "/v3/maintenance/status"  # the etcd JSON gateway's status call: it answers once the member serves clients
 ETCD_POLL = 0.2  # seconds between two status calls while the scratch etcd starts
 EXITED, ANSWERED, STARTING = "exited", "answered", "starting"
@@ -182,18 +185,50 @@ def run_tool(argv: List[str], timeout: float = 600.0, env: Optional[dict] = None
     return done.returncode, done.stdout.decode("utf-8", "replace"), lines[-1][:300] if lines else ""
 
 
-RESTORE_TOOLS = ("etcdutl", "etcdctl")  # etcdutl restores since etcd 3.5; etcdctl did before
+def etcd_version(binary: str) -> EtcdVersion:
+    """What ``<binary> --version`` reports, read once per run: the scratch etcd's flags and its restore tool depend on
+    it. A ConfigurationError naming etcd_binary when it cannot be read, or is older than the scratch etcd runs."""
+    code, out, error = run_tool([binary, "--version"], timeout=30)
+    version = versions.parse(out) if code == 0 else None
+    if version is None:
+        said = f"could not be run ({error})" if code == -1 else (
+            f"did not report an etcd version (`{os.path.basename(binary)} --version` exited {code} without an "
+            f"`etcd Version: X.Y.Z` line{': ' + error if error else ''})")
+        raise ConfigurationError(f"etcd_binary: {binary} {said}; give the path of an etcd binary, {versions.OLDEST.major}."
+                                 f"{versions.OLDEST.minor} or later (best the cluster's own release)")
+    if version < versions.OLDEST:
+        raise ConfigurationError(f"etcd_binary: {binary} is etcd {version}; the scratch etcd needs {versions.OLDEST.major}."
+                                 f"{versions.OLDEST.minor} or later: give the path of a newer one (best the cluster's own release)")
+    return version
 
 
-def find_restore_tool(etcd_binary: Optional[str], which: Optional[Callable[[str], Optional[str]]] = None) -> Optional[str]:
-    """The snapshot restore tool: etcdutl next to ``etcd_binary`` (its own release), else in PATH; only then etcdctl,
-    in the same order (etcd 3.6's etcdctl no longer restores snapshots; etcdutl has since 3.5).
+def find_restore_tool(etcd_binary: Optional[str], version: EtcdVersion,
+                      which: Optional[Callable[[str], Optional[str]]] = None) -> Optional[str]:
+    """The snapshot restore tool of ``version``'s release: etcdutl from 3.5, etcdctl on 3.4 (``versions.restore_tools``);
+    next to ``etcd_binary`` first (its own release), then in PATH.
 
     ``None`` when there is none; the caller names its option in the error."""
     which = which or shutil.which
     beside = os.path.dirname(etcd_binary) if etcd_binary else ""
-    candidates = [path for name in RESTORE_TOOLS for path in ((os.path.join(beside, name) if beside else None), which(name))]
+    candidates = [path for name in versions.restore_tools(version)
+                  for path in ((os.path.join(beside, name) if beside else None), which(name))]
     return next((path for path in candidates if path and os.path.isfile(path) and os.access(path, os.X_OK)), None)
+
+
+def restore_tool(etcd_binary: Optional[str], version: EtcdVersion, given: Optional[str] = None,
+                 which: Optional[Callable[[str], Optional[str]]] = None) -> str:
+    """``given`` (the option etcdutl_binary), else the one found; a ConfigurationError naming etcdutl_binary when there
+    is none, or when it cannot restore for this etcd (etcdctl from 3.6)."""
+    tool = given or find_restore_tool(etcd_binary, version, which)
+    if not tool:
+        name = " or ".join(versions.restore_tools(version))
+        raise ConfigurationError(f"etcdutl_binary: restoring a snapshot for etcd {version} needs {name}, found neither next to "
+                                 f"etcd_binary ({etcd_binary}) nor in PATH; give the path of the {name} of etcd "
+                                 f"{version.major}.{version.minor}'s release")
+    refusal = versions.restore_refusal(version, tool)
+    if refusal:
+        raise ConfigurationError(f"etcdutl_binary: {refusal}")
+    return tool
 
 
 def _tool(argv: List[str], what: str) -> None:
@@ -210,8 +245,9 @@ class ScratchEtcd:
 
     NAME = "rehearsal"
 
-    def __init__(self, workspace: Workspace, binary: str):
+    def __init__(self, workspace: Workspace, binary: str, version: Optional[EtcdVersion] = None):
         self.workspace, self.binary = workspace, binary
+        self.version = version  # what the binary reports; read at the first start when not given
         self.data_dir = workspace.file("etcd-data")
         self.client_port, self.peer_port = free_port(), free_port()
         self.process = None
@@ -226,7 +262,8 @@ class ScratchEtcd:
         return f"http://127.0.0.1:{self.peer_port}"
 
     def restore(self, tool: str, snapshot: str) -> None:
-        """Restore an ``etcdctl snapshot save`` file into the data directory (etcdutl, or etcdctl before 3.5)."""
+        """Restore an ``etcdctl snapshot save`` file into the data directory (etcdutl from 3.5, etcdctl on 3.4: the same
+        flags in both)."""
         argv = [tool, "snapshot", "restore", snapshot, f"--data-dir={self.data_dir}", f"--name={self.NAME}",
                 f"--initial-cluster={self.NAME}={self.peer_url}", f"--initial-advertise-peer-urls={self.peer_url}"]
         code, _out, error = run_tool(argv, env=dict(os.environ, ETCDCTL_API="3"))
@@ -253,12 +290,21 @@ class ScratchEtcd:
             how = f"exited at start (exit {self.process.returncode})" if exited else f"did not answer within {timeout:.0f} s"
             raise RehearsalError(f"the scratch etcd ({self.binary}) {how}: {lines[-1][:300] if lines else 'no message'}")
 
+    def summary(self, restore_tool: Optional[str] = None) -> dict:
+        """What the copy ran on, as both modules return it (``scratch_etcd``): the binary, the version it reported, the
+        tool that restored the snapshot (None for a copy of a live etcd)."""
+        return {"etcd_binary": self.binary, "etcd_version": str(self.version) if self.version else None,
+                "restore_tool": restore_tool}
+
     def _argv(self) -> List[str]:
+        """Its command line for the release the binary reports (these first flags are the same in 3.4 to 3.6)."""
+        if self.version is None:
+            self.version = etcd_version(self.binary)
+        tuning = versions.scratch_flags(self.version, TXN_OPS, TXN_BYTES + (1 << 20), QUOTA_BYTES)
         return [self.binary, f"--name={self.NAME}", f"--data-dir={self.data_dir}", f"--listen-client-urls={self.url}",
                 f"--advertise-client-urls={self.url}", f"--listen-peer-urls={self.peer_url}",
                 f"--initial-advertise-peer-urls={self.peer_url}", f"--initial-cluster={self.NAME}={self.peer_url}",
-                f"--max-txn-ops={TXN_OPS}", f"--max-request-bytes={TXN_BYTES + (1 << 20)}", "--quota-backend-bytes=8589934592",
-                "--snapshot-count=1000000", "--log-level=warn"]
+                *versions.command_args(self.version, tuning)]
 
     def _wait(self, timeout: Union[float, Deadline], clock=time.monotonic, sleep=time.sleep) -> bool:
         """Whether it answered before it exited, logged that its port was taken, or the time ran out (either of the

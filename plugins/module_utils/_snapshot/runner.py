@@ -8,10 +8,12 @@ import hashlib
 import os
 import shutil
 import tempfile
+from typing import NamedTuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdReader, EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._snapshot import model
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 
@@ -71,31 +73,48 @@ def take(settings: EtcdSettings, dest: str) -> dict:
     return taken
 
 
-def prove_restorable(path: str, etcd_binary: str, restore_tool: str, work_dir: str, prefix: str) -> dict:
+class Tools(NamedTuple):
+    """What proves a snapshot restorable, found before anything is taken: the etcd binary, the version it reports, and
+    the restore tool of that release."""
+
+    etcd_binary: str
+    etcd_version: EtcdVersion
+    restore_tool: str
+
+
+def prove_restorable(path: str, tools: Tools, work_dir: str, prefix: str) -> dict:
     """Restore it into a scratch etcd on loopback (the rehearsal's) and read its revision and keys; then remove it all."""
     workspace = scratch.Workspace(work_dir)
     try:
-        etcd = scratch.ScratchEtcd(workspace, etcd_binary)
+        etcd = scratch.ScratchEtcd(workspace, tools.etcd_binary, tools.etcd_version)
         try:
-            etcd.restore(restore_tool, path)
+            etcd.restore(tools.restore_tool, path)
         except scratch.RehearsalError as error:
             raise SnapshotError(str(error).replace("snapshot:", "", 1).strip(), details={"path": path}) from None
         etcd.start()
         reader = EtcdReader(EtcdSettings(endpoints=[etcd.url]))
         keys = sum(1 for _pair in reader.scan(ScanOptions(prefix=prefix, page_size=5000, keys_only=True)))
-        return {"revision": reader.revision or int((reader.status().get("header") or {}).get("revision", 0)), "keys": keys}
+        return {"revision": reader.revision or int((reader.status().get("header") or {}).get("revision", 0)), "keys": keys,
+                "scratch_etcd": etcd.summary(tools.restore_tool)}
     finally:
         workspace.close()
 
 
-def _tools(params) -> tuple:
+CHECKSUM_ONLY = "; or verify: checksum to check the file's integrity trailer only"
+
+
+def _tools(params) -> Tools:
+    """The etcd binary, its version (``etcd --version``, once) and the restore tool of its release, before any snapshot
+    is taken; a ConfigurationError naming the option at fault."""
     etcd_binary = params.get("etcd_binary") or shutil.which("etcd")
-    tool = params.get("etcdutl_binary") or scratch.find_restore_tool(etcd_binary)
-    if not etcd_binary or not tool:
-        raise ConfigurationError("verify: restore needs an etcd binary (etcd_binary, or etcd in PATH) and etcdutl or etcdctl "
-                                 "(etcdutl_binary) on this host; give their paths, or verify: checksum to check the file's "
-                                 "integrity trailer only")
-    return etcd_binary, tool
+    if not etcd_binary:
+        raise ConfigurationError("verify: restore needs an etcd binary (etcd_binary, or etcd in PATH) and the etcdutl of its "
+                                 "release (etcdctl on 3.4; etcdutl_binary) on this host; give their paths" + CHECKSUM_ONLY)
+    try:
+        version = scratch.etcd_version(etcd_binary)
+        return Tools(etcd_binary, version, scratch.restore_tool(etcd_binary, version, params.get("etcdutl_binary")))
+    except ConfigurationError as error:
+        raise ConfigurationError(str(error) + CHECKSUM_ONLY) from None
 
 
 def run(kum) -> dict:
@@ -123,8 +142,9 @@ def run(kum) -> dict:
     size, _body, trailer = _digest(dest)
     result.update(bytes=size, sha256_trailer=trailer.hex(), verified="checksum")
     if tools:
-        restored = prove_restorable(dest, tools[0], tools[1], work_dir, prefix)
-        result.update(revision=restored["revision"], key_count=restored["keys"], verified="restore")
+        restored = prove_restorable(dest, tools, work_dir, prefix)
+        result.update(revision=restored["revision"], key_count=restored["keys"], verified="restore",
+                      scratch_etcd=restored["scratch_etcd"])
     result["restore_steps"] = model.restore_steps(dest, result.get("revision", "unknown"))
     result["msg"] = (f"etcd snapshot {dest}: {'taken' if result['taken'] else 'kept (it was there)'}, {size} bytes"
                      + (f", restorable: revision {result['revision']}, {result['key_count']} keys under {prefix}" if tools else
