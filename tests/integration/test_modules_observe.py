@@ -164,6 +164,21 @@ def test_unreachable_endpoint_is_reported_and_judged_unknown(plane, run):
     assert not failed and result["verdict"] == "unknown"
 
 
+def test_a_partial_observation_writes_no_record(plane, run):
+    """One apiserver down: neither storage_state nor the check's refresh writes a record from the others."""
+    _info, state, check, _agreement = modules()
+    run(state, base(plane, resources=["pods"]))
+    before = plane.admin.stored_objects("storagestates.migration.k8s.io")
+    plane.admin.stop(1)
+    failed, result = run(state, base(plane, resources=["pods", "deployments.apps"]))
+    assert failed and "No StorageState record was written" in result["msg"] and plane.endpoints[1] in result["msg"]
+    assert result["unreachable_endpoints"] == [plane.endpoints[1]] and result["records"] == []
+    failed, result = run(check, base(plane, target_release="1.33", resources=["pods", "deployments.apps"],
+                                     refresh_records=True))
+    assert failed and "records_refreshed" not in result and result["changed"] is False
+    assert plane.admin.stored_objects("storagestates.migration.k8s.io") == before
+
+
 def test_agreement_waits_and_times_out_while_they_disagree(plane, run):
     agreement = modules()[3]
     failed, result = run(agreement, base(plane, polls=2, interval=0.1, timeout=5))

@@ -81,6 +81,13 @@ def run(module) -> dict:
             + "; ".join(e.error or e.endpoint for e in observation.endpoints))
     if params["state"] == "absent":
         return remove(module, observation, cluster)
+    unreachable = storage_state_io.unreachable_endpoints(observation)
+    if unreachable:
+        raise KubeUpgradeError(
+            f"No StorageState record was written: {', '.join(unreachable)} did not answer, and a record set from part of "
+            "the control plane could miss the storage versions the others write. Run again once every apiserver answers "
+            "(or leave out the endpoints of apiservers that were removed from the control plane)",
+            result={**EMPTY_RESULT, "unreachable_endpoints": unreachable})
     check_served(params, observation, profiles)
     if measured is not None and not measured.covers_absent:
         module.warn("the audit was limited to some resources or found keys outside the apiserver's key layout: resources "

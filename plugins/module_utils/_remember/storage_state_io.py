@@ -308,11 +308,22 @@ def refresh(cluster_client, observation, request: Refresh, reobserve: Callable[[
     return result, observation
 
 
+def unreachable_endpoints(observation) -> list:
+    """The endpoints of ``observation`` that did not answer: while any is listed, no record is written."""
+    return [ep.endpoint for ep in observation.endpoints if not ep.reachable]
+
+
 def refresh_before_use(module, observation, resources, reobserve: Callable[[], object]):
     """The ``refresh_records`` option of the check and the migration: ``refresh`` with storage_state's defaults, then
-    the records read again into ``observation`` for the task to go on with. Nothing is recorded when no apiserver
-    answered (the task fails or blocks on that). Returns (what was done, or None; the observation)."""
-    if not any(ep.reachable for ep in observation.endpoints):
+    the records read again into ``observation`` for the task to go on with. Nothing is recorded unless every apiserver
+    answered: a record set from part of the control plane would miss what the others write (the task fails or blocks
+    on the unreachable ones). Returns (what was done, or None; the observation)."""
+    unreachable = unreachable_endpoints(observation)
+    if unreachable:
+        if len(unreachable) < len(observation.endpoints):
+            module.warn(f"no StorageState record was refreshed: {', '.join(unreachable)} did not answer, and a record set "
+                        "from part of the control plane could miss what the others store; they are refreshed once every "
+                        "apiserver answers")
         return None, observation
     request = Refresh(resources, check_mode=module.check_mode)
     refreshed, observation = refresh(module.client(), observation, request, reobserve=reobserve, warn=module.warn)
