@@ -346,3 +346,21 @@ def test_rehearsing_the_plan_migrates_the_copy_with_the_current_binary_then_the_
     # The cluster is untouched: its CRD still lists both stored versions.
     assert any_plane.request("GET", path)[1]["status"]["storedVersions"] == ["v1alpha1", "v1"]
     assert nothing_left(tmp_path)
+
+
+def test_the_scratch_etcd_is_the_etcd_35_given_restoring_the_snapshot_with_its_own_etcdutl(any_plane, tmp_path):
+    """etcd_binary etcd 3.5: the snapshot is restored with the etcdutl beside it and served by that etcd, started with
+    the flags of the release it reports; the target reads the copy as on the default etcd."""
+    import etcd_fixture
+
+    etcd35 = etcd_fixture.require_etcd("3.5")
+    home = os.path.dirname(etcd35)
+    snapshot = tmp_path / "before-upgrade.db"
+    subprocess.run([os.path.join(home, "etcdctl"), f"--endpoints={any_plane.etcd_settings['endpoints'][0]}", "snapshot", "save",
+                    str(snapshot)], check=True, capture_output=True)
+    result = rehearse(params_for(any_plane, "1.33", tmp_path, snapshot=str(snapshot), etcd_binary=etcd35))
+    assert result["started"] and result["verdict"] == "safe" and result["source"]["kind"] == "snapshot", result["report_text"]
+    assert result["scratch_etcd"] == {"etcd_binary": etcd35, "etcd_version": os.path.basename(home).lstrip("v"),
+                                      "restore_tool": os.path.join(home, "etcdutl")}, result["scratch_etcd"]
+    assert result["scratch_etcd"]["etcd_version"].startswith("3.5.")
+    assert nothing_left(tmp_path)

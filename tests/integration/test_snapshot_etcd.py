@@ -1,6 +1,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """storage_snapshot against a real etcd: taken (plain and TLS), kept when there, proved restorable, refused when
-corrupt; what etcd's own tool says about the file agrees."""
+corrupt; what etcd's own tool says about the file agrees. Debian's etcd 3.4 (restored with its etcdctl) and etcd 3.5
+(taken from 3.5 and restored with its own etcdutl, beside the binary)."""
 
 from __future__ import annotations
 
@@ -15,9 +16,11 @@ from ansible.module_utils.testing import patch_module_args
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_snapshot
 
 
-@pytest.fixture(params=[False, True], ids=["plain", "tls"])
+@pytest.fixture(params=[(None, False), (None, True), ("3.5", True)], ids=["plain", "tls", "3.5-tls"])
 def etcd(request, tmp_path):
-    yield from etcd_fixture.serve(tmp_path / "etcd", tls=request.param)
+    """An etcd member; the version None is the one on PATH (Debian's 3.4)."""
+    version, tls = request.param
+    yield from etcd_fixture.serve(tmp_path / "etcd", tls=tls, version=version)
 
 
 @pytest.fixture
@@ -49,7 +52,7 @@ def test_a_snapshot_is_taken_proved_restorable_and_kept_on_the_next_run(etcd, tm
     for index in range(50):
         etcd.put(f"/registry/configmaps/default/cm-{index}", b"x" * 100)
     dest = tmp_path / "before-upgrade.db"
-    args = {"dest": str(dest), "work_dir": str(tmp_path), **connection(etcd)}
+    args = {"dest": str(dest), "work_dir": str(tmp_path), "etcd_binary": etcd.binary, **connection(etcd)}
 
     planned = run(capsys, args, check_mode=True)
     assert planned["changed"] and not planned["taken"] and not dest.exists(), planned
@@ -58,6 +61,12 @@ def test_a_snapshot_is_taken_proved_restorable_and_kept_on_the_next_run(etcd, tm
     assert not taken.get("failed"), taken
     assert taken["changed"] and taken["taken"] and taken["verified"] == "restore", taken
     assert taken["key_count"] == 50 and taken["revision"] >= taken["revision_before"] > 0, taken
+    # The member's own release proved it: etcd 3.5 restored with the etcdutl beside it, 3.4 with its etcdctl.
+    release = os.path.basename(os.path.dirname(etcd.binary)).lstrip("v") if etcd.version else taken["etcd_version"]
+    tool = "etcdutl" if etcd.version else "etcdctl"
+    assert taken["etcd_version"] == release and release.startswith(etcd.version or "3.4."), taken
+    assert taken["scratch_etcd"] == {"etcd_binary": etcd.binary, "etcd_version": release,
+                                     "restore_tool": os.path.join(os.path.dirname(etcd.binary), tool)}, taken
     assert oct(dest.stat().st_mode & 0o777) == "0o600"
     status = etcdctl_status(dest)  # etcd's own tool reads the same revision and size
     assert status["revision"] == taken["revision"] and taken["bytes"] == dest.stat().st_size
