@@ -66,7 +66,9 @@ def test_a_name_is_not_refused_while_an_apiserver_cannot_tell(run_module, fake_c
     for path in list(fake_cluster.routes[ENDPOINTS[1]]):
         fake_cluster.routes[ENDPOINTS[1]][path] = unreachable()
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployment.apps"]}, check_mode=True)
-    assert not failed and "no apiserver serves" not in result.get("msg", ""), result
+    # Not refused as a name nothing serves: refused because a record set from part of the plane could miss what it stores.
+    assert failed and "no apiserver serves" not in result["msg"], result
+    assert "No StorageState record was written" in result["msg"] and ENDPOINTS[1] in result["msg"], result
 
 
 def test_state_absent_removes_the_record_of_a_name_nothing_serves(run_module, fake_cluster):
