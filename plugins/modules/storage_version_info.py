@@ -49,7 +49,8 @@ options:
   expect_release:
     description:
       - Expect every endpoint to run this minor release (as RV(endpoints[].release) reports it, such as C("1.33"),
-        quoted); RV(as_expected) says whether it does. Empty - any release.
+        quoted); RV(as_expected) says whether it does. An apiserver whose binary is of that release but emulates an
+        older one (RV(endpoints[].emulated_release)) does not yet. Empty - any release.
     type: str
 """
 
@@ -114,9 +115,23 @@ endpoints:
       type: str
       sample: v1.32.0
     release:
-      description: The minor release derived from C(git_version).
+      description: The minor release derived from C(git_version) (the binary's release).
       type: str
       sample: "1.32"
+    emulated_release:
+      description:
+        - The release the binary emulates (C(--emulated-version), compatibility versions, KEP-4330), from
+          C(emulationMajor)/C(emulationMinor) in C(/version); equal to RV(endpoints[].release) when the binary runs its
+          own release, null where the apiserver reports none (releases before 1.31).
+        - A binary emulating an older release serves and stores as that release - O(expect_release) and the rolling
+          upgrade's check count it as at a release only when both are that release.
+      type: str
+      sample: "1.35"
+    min_compatibility_release:
+      description: The oldest release that must read what this apiserver stores (C(minCompatibilityMajor)/C(minCompatibilityMinor)
+        in C(/version)), null where the apiserver reports none.
+      type: str
+      sample: "1.34"
     ready:
       description: Whether C(/readyz) answered 200.
       type: bool

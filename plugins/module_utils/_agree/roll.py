@@ -17,7 +17,8 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
 
 
 def _done(endpoint, target_release: str) -> bool:
-    return bool(endpoint and endpoint.reachable and endpoint.ready and endpoint.release == target_release)
+    """At the target binary and, where the apiserver emulates a release (KEP-4330), at the target emulation too."""
+    return bool(endpoint and endpoint.reachable and endpoint.ready and endpoint.at(target_release))
 
 
 def _state(endpoint) -> str:
@@ -25,7 +26,7 @@ def _state(endpoint) -> str:
         return "not observed"
     if not endpoint.reachable:
         return "unreachable"
-    return f"release {endpoint.release or '?'}, {'ready' if endpoint.ready else 'NOT ready'}"
+    return f"release {endpoint.release or '?'}{endpoint.emulating}, {'ready' if endpoint.ready else 'NOT ready'}"
 
 
 def check_options(order: List[str], upgrading: Optional[str], target_release: Optional[str]) -> None:

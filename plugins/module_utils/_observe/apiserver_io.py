@@ -208,8 +208,10 @@ class Observer:
         except KubeUpgradeError as error:
             return _Started(EndpointObservation(endpoint=url, reachable=False, error=f"apiserver {url}: {error}"), head.client)
         git_version = head.version.get("gitVersion") if isinstance(head.version, dict) else None
+        emulated, min_compatibility = discovery.emulation_from_version(head.version)
         endpoint = EndpointObservation(endpoint=url, reachable=True, git_version=git_version,
-                                       release=discovery.release_from_version(head.version), ready=bool(head.ready))
+                                       release=discovery.release_from_version(head.version), ready=bool(head.ready),
+                                       emulated_release=emulated, min_compatibility_release=min_compatibility)
         listed = {(g, v) for g, v, _p in gvs}
         # /apis lists the APIServices in etcd, which the newest apiserver of a mixed plane rewrites: an older
         # apiserver then stops listing versions it still serves. Its release's own versions are asked for too.

@@ -166,6 +166,22 @@ def release_from_version(version_doc) -> Optional[str]:
     return None
 
 
+def _minor_release(version_doc: dict, major_key: str, minor_key: str) -> Optional[str]:
+    major = str(version_doc.get(major_key, "")).rstrip("+")
+    minor = str(version_doc.get(minor_key, "")).rstrip("+")
+    return f"{int(major)}.{int(minor)}" if major.isdigit() and minor.isdigit() else None
+
+
+def emulation_from_version(version_doc) -> Tuple[Optional[str], Optional[str]]:
+    """``/version`` -> (emulated release, minimum compatibility release), e.g. ``("1.35", "1.34")`` for a 1.36 binary
+    started with ``--emulated-version=1.35`` (compatibility versions, KEP-4330); (None, None) where the apiserver
+    reports neither (releases before 1.31)."""
+    if not isinstance(version_doc, dict):
+        return None, None
+    return (_minor_release(version_doc, "emulationMajor", "emulationMinor"),
+            _minor_release(version_doc, "minCompatibilityMajor", "minCompatibilityMinor"))
+
+
 def version_sort_key(version: str):
     """Kubernetes version priority, oldest first: v1alpha1 < v1beta1 < v1 < v2alpha1 < v2."""
 

@@ -41,7 +41,11 @@ class EndpointObservation:
     status: Optional[int] = None  # HTTP status of the failure, if any
     problem: Optional[str] = None  # why it could not be read (_http/diagnosis: credentials, anonymous, tls, ...)
     git_version: Optional[str] = None  # /version gitVersion, e.g. "v1.32.0"
-    release: Optional[str] = None  # "1.32", derived from git_version
+    release: Optional[str] = None  # "1.32", derived from git_version: the binary's release
+    # Compatibility versions (KEP-4330, 1.31+): the release whose APIs and storage versions the binary emulates
+    # (--emulated-version) and the oldest release that must read what it writes; None where /version has neither.
+    emulated_release: Optional[str] = None
+    min_compatibility_release: Optional[str] = None
     ready: bool = False  # /readyz answered 200
     resources: Dict[str, ObservedResource] = field(default_factory=dict)  # by kubectl-style name
     failed_groups: List[str] = field(default_factory=list)  # group/versions whose discovery failed
@@ -62,11 +66,22 @@ class EndpointObservation:
         """True when this endpoint's discovery of ``group`` is complete: a failure elsewhere does not concern it."""
         return self.reachable and not self.failed_for(group, ignore)
 
+    def at(self, release: str) -> bool:
+        """Runs ``release``: the binary's release, and the release it emulates when it reports one (a 1.36 binary
+        emulating 1.35 is not at 1.36 yet: it serves and stores as 1.35)."""
+        return self.release == release and (self.emulated_release or release) == release
+
+    @property
+    def emulating(self) -> str:
+        """``" emulating 1.35"`` for a binary that runs an older release's APIs (KEP-4330), else ``""``: for messages."""
+        return f" emulating {self.emulated_release}" if self.emulated_release and self.emulated_release != self.release else ""
+
     def summary(self) -> dict:
         """The per-endpoint part of a module result: reachable, why not, release and readiness (no resources)."""
         return {"endpoint": self.endpoint, "reachable": self.reachable, "error": self.error, "status": self.status,
                 "problem": self.problem,
                 "release": self.release, "git_version": self.git_version, "ready": self.ready,
+                "emulated_release": self.emulated_release, "min_compatibility_release": self.min_compatibility_release,
                 "failed_groups": list(self.failed_groups), "other_release_groups": list(self.other_release_groups)}
 
 

@@ -24,7 +24,8 @@ EMPTY_RESULT = {"endpoints": [], "resources": {}, "agreed": False, "unreachable_
 def endpoint_result(ep) -> dict:
     return {
         "endpoint": ep.endpoint, "reachable": ep.reachable, "error": ep.error, "status": ep.status,
-        "git_version": ep.git_version, "release": ep.release, "ready": ep.ready, "failed_groups": list(ep.failed_groups),
+        "git_version": ep.git_version, "release": ep.release, "emulated_release": ep.emulated_release,
+        "min_compatibility_release": ep.min_compatibility_release, "ready": ep.ready, "failed_groups": list(ep.failed_groups),
         "resources": {name: {"hash": r.storage_hash, "storage_version": r.storage_version,
                              "served_versions": list(r.served_versions), **({"hash_mismatch": r.hash_mismatch} if r.hash_mismatch else {})}
                       for name, r in sorted(ep.resources.items())},

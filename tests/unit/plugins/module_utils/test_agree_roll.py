@@ -73,3 +73,13 @@ def test_the_roll_stops_on_an_unready_apiserver_or_a_pending_host_outside_check_
 def test_an_unready_apiserver_is_named_with_its_state():
     found = roll.position(observed(ON, OLD, DOWN), ORDER, ORDER[1], "1.33")
     assert f"{ORDER[2]}: unreachable" in found["msg"] and found["msg"].endswith("Fix the control plane first.")
+
+
+def test_a_host_at_the_target_binary_still_emulating_the_old_release_is_not_done():
+    """Step 1 of the two-step upgrade (KEP-4330): the 1.36 binary emulating 1.35 serves and stores as 1.35."""
+    emulating = endpoints("1.36", "1.36")
+    emulating[1].emulated_release, emulating[1].min_compatibility_release = "1.35", "1.34"
+    found = roll.position(emulating, ORDER[:2], ORDER[1], "1.36")
+    assert not found["done"] and "release 1.36 emulating 1.35" in found["msg"], found
+    emulating[1].emulated_release = "1.36"
+    assert roll.position(emulating, ORDER[:2], ORDER[1], "1.36")["done"]

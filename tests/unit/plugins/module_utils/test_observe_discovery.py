@@ -179,6 +179,19 @@ def test_release_from_version(doc, expected):
     assert discovery.release_from_version(doc) == expected
 
 
+@pytest.mark.parametrize("doc,expected", [
+    # kube-apiserver 1.36.2 started with --emulated-version=1.35, as its /version answered
+    ({"major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "35", "minCompatibilityMajor": "1",
+      "minCompatibilityMinor": "34", "gitVersion": "v1.36.2"}, ("1.35", "1.34")),
+    ({"major": "1", "minor": "36", "emulationMajor": "1", "emulationMinor": "36", "minCompatibilityMajor": "1",
+      "minCompatibilityMinor": "35", "gitVersion": "v1.36.2"}, ("1.36", "1.35")),
+    ({"gitVersion": "v1.28.0", "major": "1", "minor": "28"}, (None, None)),  # before compatibility versions
+    ("not a dict", (None, None)),
+])
+def test_emulation_from_version(doc, expected):
+    assert discovery.emulation_from_version(doc) == expected
+
+
 @pytest.mark.parametrize("relative", ["discovery/version.json", "discovery/version-apiserver2.json"])
 def test_release_from_recorded_version(relative):
     assert discovery.release_from_version(body(relative)) == "1.32"

@@ -39,3 +39,13 @@ def test_as_expected(endpoints, ready, release, met):
 ])
 def test_the_message_says_what_was_seen_and_expected(endpoint, release, msg):
     assert expected([endpoint], ready=True, release=release)[1] == msg
+
+
+def test_a_binary_of_the_release_emulating_an_older_one_is_not_at_it():
+    emulating = EndpointObservation(endpoint=URL, reachable=True, release="1.36", ready=True, emulated_release="1.35",
+                                    min_compatibility_release="1.34")
+    met, msg = expected([emulating], True, "1.36")
+    assert not met and "release 1.36 emulating 1.35" in msg, msg
+    assert expected([emulating], True, "1.35")[0] is False  # nor at the release it emulates: its binary is 1.36
+    emulating.emulated_release = "1.36"
+    assert expected([emulating], True, "1.36")[0] is True
