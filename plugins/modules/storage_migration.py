@@ -170,6 +170,14 @@ options:
       - V(apply) lists object metadata only and sends a server-side apply carrying only the object's identity and the
         same preconditions (like the in-tree controller). Needs C(patch). Lists fewer bytes (only metadata), so prefer
         it for resources with very large objects on a host short of memory.
+      - Either way, an object the apiserver refuses as a change when written back unchanged (HTTP 422 with a cause
+        C(field is immutable)) is written back as stored instead - a GET of it as protobuf
+        (C(application/vnd.kubernetes.protobuf)) and a PUT of those very bytes, whose C(uid) and C(resourceVersion) are
+        the preconditions (needs C(get) and C(update)). The JSON the apiserver serves is not always the bytes it stores -
+        a ControllerRevision's C(data) sent with spaces (Python's C(json.dumps), so the official Python client and
+        Ansible's Kubernetes modules) is stored as sent and served compacted, so the PUT of it as read changes
+        C(data). C(progress.objects_written_as_stored) counts these objects and C(progress.write_as_stored) says so. An
+        object refused that way too is a failed object whose C(why) names the next step.
     type: str
     choices: [put, apply]
     default: put
@@ -378,6 +386,10 @@ migrations:
           list_restarts, resumed, verification_pass, checkpoint_discarded).
         - C(write) is the write used (V(put) or V(apply)); C(write_fallback) says why a V(put) migration went on with
           V(apply) (RBAC forbids C(update)), empty otherwise.
+        - C(objects_written_as_stored) counts the objects (of C(objects_written)) refused as a change when written back
+          unchanged and written back as stored instead (V(protobuf) - a GET as protobuf and a PUT of those very bytes);
+          C(write_as_stored) names that write and why (the first such object and the apiserver's cause), empty when
+          none.
       type: dict
     record:
       description: What happened to the StorageState record.

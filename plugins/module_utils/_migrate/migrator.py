@@ -17,6 +17,20 @@ storage version. Two writes (``ClientOptions.write``):
   controller). Needs ``patch`` instead of ``update``; a ``put`` migration whose PUT RBAC forbids (``cannot
   update resource``) goes on with ``apply`` for that resource (``progress.write_fallback`` says why).
 
+Some objects cannot be written back as read in JSON: the JSON the apiserver serves is not what it stores. A
+ControllerRevision's ``data`` (a ``runtime.RawExtension``) is stored byte for byte as the client sent it, and a client
+that sent it with spaces (Python's ``json.dumps``: the official Python client, Ansible's Kubernetes modules) gets it
+back compacted (Go's encoding/json compacts what a ``MarshalJSON`` returns), so a PUT of it as read changes ``data``,
+which ``ValidateControllerRevisionUpdate`` (pkg/apis/apps/validation) refuses: ``422 ... data: field is immutable``.
+An object refused that way is written back as stored instead (``progress.objects_written_as_stored`` counts them,
+``progress.write_as_stored`` says so): a GET as protobuf, which carries every byte as stored, and a PUT of those very
+bytes. Nothing is parsed; the uid and resourceVersion travel in the bytes, so the preconditions hold as for ``put``.
+Every built-in serves protobuf; a custom resource does not, but its JSON round trip has no such problem. Measured on
+real kube-apiservers 1.28, 1.32 and 1.36: the object is rewritten (a new etcd revision) with its content unchanged,
+byte for byte in etcd, where the JSON PUT, a merge patch ``{}`` and a strategic merge patch ``{}`` are all refused.
+The identity-only apply is accepted too, but on an object without managedFields (one written before server-side
+apply) it adds a ``before-first-apply`` entry: a change.
+
 Either way the content of an object never changes: the apiserver finds it unchanged (only its storage
 encoding may differ), and nothing is ever re-created. A 409 means someone rewrote or deleted it after we
 read it (done: that write stored it in the current version, or it is gone), a 404 that it is gone (done).
@@ -65,9 +79,15 @@ METADATA_OBJECT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 APPLY_PATCH = "application/apply-patch+yaml"
 FULL_JSON = "application/json"
+PROTOBUF = "application/vnd.kubernetes.protobuf"
+# Every protobuf object the apiserver serves starts with it (k8s.io/apimachinery/pkg/runtime/serializer/protobuf).
+PROTOBUF_MAGIC = b"k8s\x00"
 WRITE_PUT = "put"
 WRITE_APPLY = "apply"
 WRITES = (WRITE_PUT, WRITE_APPLY)
+WRITE_AS_STORED = "protobuf"  # the write of an object refused as a change when written back as read (see above)
+IMMUTABLE = "field is immutable"  # apimachinery's validation.FieldImmutableErrorMsg
+_WRITTEN = {WRITE_PUT: "PUT back as read", WRITE_APPLY: "written with the identity-only apply"}
 FIELD_MANAGER_QUERY = {"fieldManager": FIELD_MANAGER}
 # With write: put every chunk holds whole objects (a Secret may be 1 MiB): the first LIST asks for at most
 # FIRST_CHUNK objects, the following ones for as many as the previous chunk's bytes per object fit in chunk_bytes.
@@ -174,6 +194,8 @@ class ClientProgress:
     checkpoint_discarded: str = ""
     write: str = ""  # the write used: put or apply (apply after a fallback)
     write_fallback: str = ""  # why a put migration went on with apply (RBAC forbids update), empty otherwise
+    objects_written_as_stored: int = 0  # of objects_written: refused as a change as read, written as stored (protobuf)
+    write_as_stored: str = ""  # why some objects were written as stored, and which write that is; empty otherwise
     failures: List[dict] = field(default_factory=list)
 
     @property
@@ -230,6 +252,18 @@ def describe_failure(error: ApiError) -> str:
     return text + (f": {error.api_message[:300]}" if error.api_message else "")
 
 
+def _causes(error: ApiError) -> str:
+    """The causes of a refusal in a line (``data: field is immutable``; the value, often a byte dump, left out), else
+    its message."""
+    body = error.body if isinstance(error.body, dict) else {}
+    texts = []
+    for cause in (body.get("details") or {}).get("causes") or []:
+        if isinstance(cause, dict):
+            message = IMMUTABLE if IMMUTABLE in str(cause.get("message")) else str(cause.get("message"))
+            texts.append(f"{cause['field']}: {message}" if cause.get("field") else message)
+    return ("; ".join(texts) or error.api_message or str(error))[:300]
+
+
 def _object_label(target: ResourceTarget, item: dict) -> str:
     meta = item.get("metadata") or {}
     where = f"{meta.get('namespace')}/{meta.get('name')}" if meta.get("namespace") else str(meta.get("name"))
@@ -253,6 +287,25 @@ def put_body(target: ResourceTarget, item: dict) -> bytes:
     if not item.get("kind") and target.kind:
         item["kind"] = target.kind
     return json.dumps(item, separators=(",", ":")).encode("utf-8")
+
+
+def refused_as_a_change(error: ApiError) -> bool:
+    """The apiserver refused an object written back as read as a change to a field that may not change (422 with a
+    ``field is immutable`` cause): what it served is not what it stores, so the round trip through JSON changed it."""
+    if error.status != 422 or isinstance(error, EndpointUnreachable):
+        return False
+    body = error.body if isinstance(error.body, dict) else {}
+    causes = [c for c in (body.get("details") or {}).get("causes") or [] if isinstance(c, dict)]
+    if causes:
+        return any(IMMUTABLE in str(cause.get("message") or "") for cause in causes)
+    return IMMUTABLE in (error.api_message or "")
+
+
+def kubectl_get(target: ResourceTarget, item: dict) -> str:
+    """The kubectl command that reads the object as the apiserver serves it."""
+    meta = item.get("metadata") or {}
+    where = f" -n {meta['namespace']}" if meta.get("namespace") else ""
+    return f"kubectl get {target.name}{where} {meta.get('name')} -o json"
 
 
 def missing_preconditions(item: dict) -> str:
@@ -467,9 +520,65 @@ class ClientMigrator:
                 self._fall_back(error)
                 self._write(item)
                 return
+            if refused_as_a_change(error):
+                self._write_as_stored(mode, path, item, error)
+                return
             self._record_failure(error, item)
             return
         self._count("objects_written")
+
+    def _get_as_stored(self, path: str):
+        self.limiter.acquire()
+        return self.client.request("GET", path, accept=PROTOBUF, timeout=self._request_timeout())
+
+    def _put_as_stored(self, path: str, data: bytes) -> None:
+        self.limiter.acquire()
+        self.client.request("PUT", path, body=data, content_type=PROTOBUF, query=FIELD_MANAGER_QUERY,
+                            timeout=self._request_timeout())
+
+    def _write_as_stored(self, mode: str, path: str, item: dict, refused: ApiError) -> None:
+        """The object written back as read was refused as a change: GET it as protobuf, which carries every byte as
+        stored, and PUT those very bytes back (its uid and resourceVersion are in them). Unparsed, so unchanged."""
+        try:
+            response = self._call(functools.partial(self._get_as_stored, path))
+            served = response.content_type.split(";")[0].strip()
+            if served != PROTOBUF or not (response.data or b"").startswith(PROTOBUF_MAGIC):
+                problem = (f"GET as {PROTOBUF} answered {served or 'no content type'}: the apiserver does not serve "
+                           "this resource as protobuf (a custom resource, an aggregated API)")
+                self._as_stored_failed(mode, item, refused, ApiError(problem, reason="NotProtobuf", api_message=problem))
+                return
+            self._call(functools.partial(self._put_as_stored, path, response.data))
+        except DeadlineExceeded:
+            self._timed_out.set()
+            self._stop.set()
+            return
+        except ApiError as error:
+            if error.status == 409 or is_missing(error):
+                self._count("conflicts" if error.status == 409 else "gone")
+                return
+            self._as_stored_failed(mode, item, refused, error)
+            return
+        with self._lock:
+            self.progress.objects_written += 1
+            self.progress.objects_written_as_stored += 1
+            if not self.progress.write_as_stored:
+                self.progress.write_as_stored = (
+                    f"{WRITE_AS_STORED}: {_WRITTEN[mode]}, {_object_label(self.target, item)} (and any other object "
+                    f"counted in objects_written_as_stored) was refused as a change (HTTP 422: {_causes(refused)}): "
+                    "the JSON the apiserver serves is not the bytes it stores, e.g. a ControllerRevision's data sent "
+                    f"with spaces. Written as stored instead: GET as {PROTOBUF} and a PUT of those very bytes, with "
+                    "their uid and resourceVersion; nothing changed.")
+
+    def _as_stored_failed(self, mode: str, item: dict, refused: ApiError, error: ApiError) -> None:
+        """The object can be written neither as read nor as stored: name what an operator can do."""
+        instead = ("re-run with write: apply (the roles' kubeupgrade_migration_write: apply), the identity-only apply, "
+                   "which stores it unchanged but for a managedFields entry when it has none; if that is refused too, "
+                   if mode == WRITE_PUT else "")
+        why = (f"{_WRITTEN[mode]} it was refused as a change (HTTP 422: {_causes(refused)}), and written as stored "
+               f"({WRITE_AS_STORED}: GET as {PROTOBUF} and PUT of those bytes) it failed too. Next step: read it with "
+               f"`{kubectl_get(self.target, item)}`; {instead}only its owner can store it again (delete it so that "
+               "its controller re-creates it, or re-create it from what you read), then re-run")
+        self._failed(item, error.status, error.reason, error.api_message or str(error), why)
 
     def _fall_back(self, error: ApiError) -> None:
         """RBAC forbids the PUT: go on with the identity-only apply (``patch``), and say so in the progress."""
@@ -547,7 +656,7 @@ class ClientMigrator:
         return MigrationError(
             f"Migration of {self.target.name} stopped: {self.progress.failed} objects failed, more than max_failures "
             f"({self.options.max_failures}). First: {self.progress.failures[0]['object']}: "
-            f"{self.progress.failures[0]['message']}. Fix the cause and re-run.",
+            f"{self.progress.failures[0]['message']} ({self.progress.failures[0]['why']}). Fix the cause and re-run.",
             details={"resource": self.target.name, "failures": self.progress.failures})
 
     def _pass(self, token: Optional[str]) -> None:

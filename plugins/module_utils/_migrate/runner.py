@@ -552,5 +552,6 @@ def _run(mod) -> dict:
 def _failed_objects(entry: dict) -> str:
     objects = entry.get("failed_objects") or []
     names = ", ".join(f"{o['object']} ({o['status']} {o['reason']}: {o['message']})" for o in objects[:5])
-    return (f"{entry.get('objects_failed')} objects failed: {names}. Fix the cause and re-run; the record was not "
-            "changed.")
+    first = f" {objects[0]['object']}: {objects[0]['why']}." if objects and objects[0].get("why") else ""
+    return (f"{entry.get('objects_failed')} objects failed: {names}.{first} Fix the cause and re-run; the record was "
+            "not changed.")
