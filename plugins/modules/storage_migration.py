@@ -202,10 +202,19 @@ options:
       - After a CRD's objects are migrated, set its C(status.storedVersions) to C([storage version]) through C(/status),
         only if the CRD's storage version and generation did not change meanwhile (else the task fails and says why).
         The value is validated first, because the real C(/status) accepts values that then block every CRD update.
+      - With the in-tree API C(storagemigration.k8s.io/v1beta1) or later, kube-controller-manager (1.35 and later)
+        prunes it itself when the migration succeeds. The module waits up to 30 seconds for the controller to finish
+        the migration, and writes nothing when the controller has pruned it - the field is written once.
+        RV(migrations[].stored_versions_pruned_by) says who pruned it.
     type: bool
     default: true
   keep_migration_objects:
-    description: Keep succeeded in-tree or kube-storage-version-migrator migration objects; by default they are deleted once recorded.
+    description:
+      - Keep succeeded in-tree or kube-storage-version-migrator migration objects; by default they are deleted once
+        recorded.
+      - An in-tree v1beta1 (or later) migration of a CRD's resource that kube-controller-manager has not finished yet is
+        kept either way. Deleted before the controller finishes it, the migration would leave the CRD's
+        C(StorageMigrating) condition V(True).
     type: bool
     default: false
   lock:
@@ -400,6 +409,14 @@ migrations:
       type: list
       elements: str
       sample: [v1]
+    stored_versions_pruned_by:
+      description:
+        - Who set the CRD's C(status.storedVersions) to C([storage version]) after this migration.
+        - V(kube-controller-manager) when the in-tree controller (v1beta1 or later) pruned it and the module wrote
+          nothing. V(kubeupgrade.storage) when the module wrote it (RV(migrations[].stored_versions)).
+        - Null when nothing had to change, or when the resource is not a CRD.
+      type: str
+      sample: kube-controller-manager
 skipped_resources:
   description: Resources not migrated, with why (also a resource another run migrated while this one waited for its
     Lease).

@@ -1,6 +1,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The runner's bookkeeping requests: the CRD read before, the record re-read under the Lease, and after a verified
-migration the StorageState record saying ``[current]`` and a CRD's storedVersions pruned.
+migration the StorageState record saying ``[current]`` and a CRD's storedVersions pruned (or found pruned by the
+in-tree controller, which does it itself from Kubernetes 1.35).
 
 Every request goes through ``bookkeeping_client``: the migration's own retry policy (``MIGRATION_RETRY``) and the
 task's deadline, so one 503, dropped connection or 429 does not fail a resource whose objects ride it out. A
@@ -109,6 +110,19 @@ def mark_migrated(client, resource: str, current_hash: str) -> str:
                              f"({_explain(client, failure)}): {failure}",
                              details={"resource": resource, "status": failure.status, "endpoint": failure.endpoint})
     return ""  # not reached
+
+
+def pruned_by_controller(client, crd_at_start: dict) -> bool:
+    """After the in-tree controller finished the migration (``plan.finished_by_controller``): True when it pruned
+    ``status.storedVersions`` of the unchanged CRD itself, so the collection's own write would be a second one."""
+    name = (crd_at_start.get("metadata") or {}).get("name")
+    try:
+        crd_now = client.get(paths.crd(name))
+    except ApiError as error:
+        raise MigrationError(f"Objects of {name} were migrated, but its CustomResourceDefinition could not be read again "
+                             f"({_explain(client, error)}): {error}",
+                             details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
+    return plan.pruned_meanwhile(crd_from_object(crd_at_start), crd_from_object(crd_now))
 
 
 def prune_stored_versions(client, crd_at_start: dict) -> Optional[list]:

@@ -76,6 +76,18 @@ class ClusterMigrator:
         except ApiError:
             return False
 
+    def wait_finished(self, name: str, deadline: Deadline, timeout: float) -> bool:
+        """After success: poll until the controller is done with the migration (``plan.finished_by_controller``:
+        kube-controller-manager 1.35+ finishes the CRD first); False when it is not within ``timeout`` (and the
+        task's deadline), when the object is gone, or when it cannot be read."""
+        limit = Deadline.after(timeout, deadline.clock).earlier(deadline)
+        try:
+            obj = poll_until(lambda: self.get(name), lambda found: found is None or plan.finished_by_controller(found),
+                             limit, self.poll_interval, sleep=self.sleep)
+        except (PollTimeout, ApiError):
+            return False
+        return obj is not None
+
     def wait(self, name: str, resource: str, deadline: Deadline, gate: Optional[Callable[[], None]] = None,
              progress: Optional[dict] = None) -> plan.MigrationStatus:
         """Poll until Succeeded; raise ``MigrationError`` on Failed, a stall, a timeout or a broken gate.

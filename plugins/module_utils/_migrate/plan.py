@@ -295,6 +295,32 @@ def read_status(obj: dict) -> MigrationStatus:
     return MigrationStatus(PENDING, "", "", fingerprint)
 
 
+# kube-controller-manager 1.35 and later (storagemigration.k8s.io/v1beta1) finish a succeeded migration of a CRD's
+# resource themselves: the svm controller's migration runner sets the CRD's condition StorageMigrating=False and its
+# status.storedVersions to [storage version] (when the CRD's generation is the one it marked at the start), and only
+# then marks the migration's Running condition done - 1.36.2 sets it False with reason MigrationCompleted, newer
+# sources (pkg/controller/storageversionmigrator/migrationrunner.go) remove it. Until then the migration already says
+# Succeeded (with Running still True), so a collection pruning on Succeeded alone would race the controller.
+CONTROLLER_PRUNES_VERSIONS = ("v1beta1", "v1")
+CONTROLLER_FINISHED_REASON = "MigrationCompleted"
+CONTROLLER_MANAGER = "kube-controller-manager"
+
+
+def controller_finishes_crds(api_version: Optional[str]) -> bool:
+    """Whether the controller behind ``api_version`` finishes a CRD itself (storedVersions included)."""
+    group, _unused, version = (api_version or "").partition("/")
+    return group == INTREE_GROUP and version in CONTROLLER_PRUNES_VERSIONS
+
+
+def finished_by_controller(obj: Optional[dict]) -> bool:
+    """A succeeded or failed migration the controller is done with (see ``CONTROLLER_FINISHED_REASON``)."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    if not (_is_true(_condition(conditions, "Succeeded")) or _is_true(_condition(conditions, "Failed"))):
+        return False
+    running = _condition(conditions, "Running")
+    return running is None or (not _is_true(running) and running.get("reason") == CONTROLLER_FINISHED_REASON)
+
+
 def stall_reason(backend: str, status: MigrationStatus, seconds: float) -> str:
     """Why a migration that made no progress for ``seconds`` is considered stuck, and what to do."""
     waited = f"made no progress for {seconds:.0f}s"
@@ -360,6 +386,13 @@ def stored_versions_value(crd_at_start: ObservedCrd, crd_now: ObservedCrd) -> Tu
     if problems:
         return None, f"CRD {name}: refusing to write storedVersions {value}: {'; '.join(problems)}"
     return value, None
+
+
+def pruned_meanwhile(crd_at_start: ObservedCrd, crd_now: ObservedCrd) -> bool:
+    """storedVersions is now exactly what ``stored_versions_value`` would write, and was not at the start: someone
+    else (the in-tree controller) pruned it, on an unchanged CRD, and writing it again would only repeat that."""
+    value, why = stored_versions_value(crd_at_start, crd_now)
+    return why is None and list(crd_now.stored_versions) == value and list(crd_at_start.stored_versions) != value
 
 
 # -- agreement, as the operator reads it ---------------------------------------------------------------------

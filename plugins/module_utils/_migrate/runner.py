@@ -6,7 +6,10 @@ take its Lease; read its StorageState record again (another run that held the Le
 it meanwhile: then it is skipped); migrate (client-side loop, or a cluster-side migration object);
 check that every apiserver still agrees on the hash; only then, and only when this run verified every
 object with none failed, set its StorageState record to ``[current]`` and prune a CRD's storedVersions;
-delete the succeeded migration object; release the Lease. One deadline (``timeout``) bounds the whole
+delete the succeeded migration object; release the Lease. With the in-tree API v1beta1 or later, the controller
+(kube-controller-manager 1.35+) finishes a CRD's migration itself, storedVersions included: the collection waits for
+it (``CONTROLLER_WAIT``) and prunes only what it left, and deletes the object only once it is done. One deadline
+(``timeout``) bounds the whole
 task. The bookkeeping requests (Lease, CRD, StorageState) go through the migration's own retry policy
 and that deadline (``bookkeeping.bookkeeping_client``). A resource stops on its own Lease only: losing
 one resource's Lease stops that resource, not the others of the task.
@@ -343,7 +346,26 @@ class Resource:
         return why or (self.lease.lost if self.lease is not None and self.lease.lost else None)
 
 
-def _record(run: Run, res: Resource, entry: dict, crd: Optional[dict]) -> None:
+# How long, after a succeeded in-tree v1beta1+ migration of a CRD's resource, to wait for kube-controller-manager to
+# finish it (the CRD's storedVersions and StorageMigrating condition); it takes milliseconds when it runs.
+CONTROLLER_WAIT = 30.0
+
+
+def _controller_finished(run: Run, driver: Optional[ClusterMigrator], entry: dict, crd: Optional[dict]) -> Optional[bool]:
+    """Whether the controller finished the succeeded migration of a CRD's resource itself; None when its API leaves
+    the CRD to the collection (client, sigs, in-tree v1alpha1) or the resource is built in."""
+    if driver is None or crd is None or not plan.controller_finishes_crds(driver.choice.api_version):
+        return None
+    if driver.wait_finished(entry["name"], run.deadline, CONTROLLER_WAIT):
+        return True
+    run.mod.warn(f"{entry['resource']}: kube-controller-manager did not finish {driver.choice.api_version} "
+                 f"StorageVersionMigration {entry['name']} within {CONTROLLER_WAIT:g}s of its success (the CRD's "
+                 "condition StorageMigrating stays True until it does); the collection prunes storedVersions itself "
+                 "and leaves the migration object for the controller.")
+    return False
+
+
+def _record(run: Run, res: Resource, entry: dict, crd: Optional[dict], controller_finished: Optional[bool] = None) -> None:
     """Only a verified migration, checked again against the apiservers' agreement, changes a record."""
     name = res.name
     if not entry.get("verified"):
@@ -357,8 +379,14 @@ def _record(run: Run, res: Resource, entry: dict, crd: Optional[dict]) -> None:
         if entry["record"].startswith("skipped"):
             run.mod.warn(f"{name}: StorageState record {entry['record']}; a re-run will migrate it again.")
     entry["stored_versions"] = None
-    if crd is not None and run.params["prune_crd_stored_versions"]:
+    entry["stored_versions_pruned_by"] = None
+    if crd is None:
+        return
+    if controller_finished and bookkeeping.pruned_by_controller(res.books, crd):
+        entry["stored_versions_pruned_by"] = plan.CONTROLLER_MANAGER  # one write of storedVersions, the controller's
+    elif run.params["prune_crd_stored_versions"]:
         entry["stored_versions"] = bookkeeping.prune_stored_versions(res.books, crd)
+        entry["stored_versions_pruned_by"] = plan.MANAGED_BY if entry["stored_versions"] else None
 
 
 def _done_meanwhile(run: Run, res: Resource, entry: dict, crd: Optional[dict]) -> bool:
@@ -390,9 +418,11 @@ def _migrate_locked(run: Run, res: Resource, entry: dict, choice: plan.BackendCh
     else:
         driver = _cluster_side(run, name, entry, choice)
     if entry["status"] == plan.SUCCEEDED:
-        _record(run, res, entry, crd)
+        finished = _controller_finished(run, driver, entry, crd)
+        _record(run, res, entry, crd, finished)
         if driver is not None and not run.params["keep_migration_objects"]:
-            entry["migration_object_deleted"] = driver.delete(entry["name"])
+            # Deleted before the controller finished it, it would never finish the CRD (StorageMigrating stays True).
+            entry["migration_object_deleted"] = finished is not False and driver.delete(entry["name"])
 
 
 def migrate_resource(run: Run, name: str, choice: plan.BackendChoice) -> dict:
