@@ -9,7 +9,8 @@
 - The README's "First run on your cluster" (steps 1 to 3) on a fresh 2 x 1.32 plane, as an operator types it, and
   its etcd variant: a measured first pre-flight has no ``unknown`` verdict.
 - The cluster-side backends driven by their real controllers: the in-tree migrator of a real
-  kube-controller-manager 1.32, and kube-storage-version-migrator (trigger and migrator) next to the collection's
+  kube-controller-manager 1.32 (v1alpha1) and 1.36 (v1beta1, which prunes a CRD's storedVersions itself, so the
+  collection must not write it a second time), and kube-storage-version-migrator (trigger and migrator) next to the collection's
   own StorageState bookkeeping, which share one CRD and must not fight over the records.
 
 Only a real apiserver and real controllers decide these: what a binary can decode, what the controllers write in
@@ -30,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import collections_path
-from real_binaries import create, explain, report, run, seed_132, unreadable, wait_for, write_inventory
+from real_binaries import SCHEMA, create, explain, report, run, seed_132, unreadable, wait_for, write_inventory
 from test_demo import readme_block
 
 pytestmark = pytest.mark.slow
@@ -339,6 +340,129 @@ def test_intree_backend_with_the_real_controller_manager_records_current(real_pl
     assert status["currentStorageVersionHash"] in current, status
     assert status["persistedStorageVersionHashes"] == [status["currentStorageVersionHash"]], status
     print(f"\nin-tree migration of configmaps: {took:.1f} s (module {migration.get('seconds')} s)")
+
+
+CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+GIZMOS = "gizmos.example.com"
+GIZMOS_CRD = {
+    "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": GIZMOS},
+    "spec": {"group": "example.com", "scope": "Namespaced",
+             "names": {"plural": "gizmos", "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"},
+             "versions": [{"name": "v1alpha1", "served": True, "storage": True, "schema": SCHEMA},
+                          {"name": "v1", "served": True, "storage": False, "schema": SCHEMA}]},
+}
+
+
+def seed_old_gizmos(plane, namespace, count):
+    """Gizmos stored as v1alpha1, then v1 made the storage version: status.storedVersions [v1alpha1, v1]."""
+    plane.create(CRDS, GIZMOS_CRD)
+    wait_for(lambda: all(plane.request("GET", "/apis/example.com/v1alpha1/gizmos", index=i)[0] == 200
+                         for i in range(len(plane.endpoints))), "the gizmos CRD to be served")
+    for number in range(count):
+        plane.create(f"/apis/example.com/v1alpha1/namespaces/{namespace}/gizmos", {
+            "apiVersion": "example.com/v1alpha1", "kind": "Gizmo", "metadata": {"name": f"g-{number}"}, "spec": {"n": number}})
+    crd = plane.get(f"{CRDS}/{GIZMOS}")
+    for version in crd["spec"]["versions"]:
+        version["storage"] = version["name"] == "v1"
+    status, body = plane.request("PUT", f"{CRDS}/{GIZMOS}", crd)
+    assert status == 200, body
+    assert plane.get(f"{CRDS}/{GIZMOS}")["status"]["storedVersions"] == ["v1alpha1", "v1"]
+
+
+def stored_as(plane, namespace, count):
+    """The apiVersion each gizmo is stored in, as etcd holds it (CRs are stored as JSON)."""
+    return {json.loads(plane.etcd_value(f"/registry/example.com/gizmos/{namespace}/g-{n}"))["apiVersion"] for n in range(count)}
+
+
+def _managers(crd):
+    return {(e["manager"], e["operation"], e.get("subresource", "")): e.get("time") for e in crd["metadata"]["managedFields"]}
+
+
+def crd_writes(plane, before):
+    """Every write to the CRD since ``before`` (the CRD as read then), replayed from the apiserver's watch cache:
+    ``[(storedVersions, the managers whose managedFields entry this write added or re-timed)]``."""
+    status, body = plane.request("GET", f"{CRDS}?watch=1&resourceVersion={before['metadata']['resourceVersion']}"
+                                        f"&fieldSelector=metadata.name%3D{before['metadata']['name']}&timeoutSeconds=2")
+    assert status == 200, body
+    events = [body] if isinstance(body, dict) else [json.loads(line) for line in body.splitlines() if line.strip()]
+    writes, seen = [], _managers(before)
+    for event in events:
+        assert event["type"] == "MODIFIED", event
+        entries = _managers(event["object"])
+        touched = sorted("/".join(part for part in key if part) for key, at in entries.items() if seen.get(key) != at)
+        writes.append((event["object"]["status"].get("storedVersions"), touched))
+        seen = entries
+    return writes
+
+
+def stored_versions_owners(crd):
+    """The managers owning ``status.storedVersions`` in the CRD's managedFields."""
+    return sorted(e["manager"] for e in crd["metadata"]["managedFields"]
+                  if "f:storedVersions" in json.dumps((e.get("fieldsV1") or {}).get("f:status") or {}))
+
+
+def test_intree_beta_backend_with_the_real_controller_manager_136_prunes_stored_versions_once(
+        real_plane_factory, ansible_playbook, tmp_path):
+    """kube-controller-manager 1.36 (storagemigration.k8s.io/v1beta1): from Kubernetes 1.35 its migration runner
+    (pkg/controller/storageversionmigrator/migrationrunner.go) prunes a CRD's storedVersions itself a moment after the
+    migration says Succeeded. The collection records [current] for each resource, waits for the controller and leaves
+    the CRD to it: storedVersions is written once, by the controller."""
+    plane = real_plane_factory(["1.36", "1.36"], etcd_version="3.5")
+    plane.create("/api/v1/namespaces", {"metadata": {"name": "app"}})
+    for number in range(20):
+        plane.create("/api/v1/namespaces/app/configmaps", {"metadata": {"name": f"settings-{number}"}, "data": {"n": str(number)}})
+    seed_old_gizmos(plane, "app", 5)
+    assert stored_as(plane, "app", 5) == {"example.com/v1alpha1"}
+    plane.start_controller_manager(release="1.36")  # after the CRD exists: its GC cache then knows gizmos at once
+    before = plane.get(f"{CRDS}/{GIZMOS}")
+    started = time.monotonic()
+    result, outcome = run_module(ansible_playbook, tmp_path, plane, "intree-136", "storage_migration", {
+        "resources": ["configmaps", GIZMOS], "backend": "intree", "keep_migration_objects": True, "timeout": 300,
+        "stall_timeout": 240, "refresh_records": True})
+    took = time.monotonic() - started
+    assert not outcome.get("failed"), (outcome.get("msg"), explain(result), outcome.get("migrations"))
+    migrations = {m["resource"]: m for m in outcome["migrations"]}
+    assert set(migrations) == {"configmaps", GIZMOS}, outcome["migrations"]
+    for name, migration in migrations.items():
+        assert (migration["backend"], migration["status"], migration["api_version"]) == \
+            ("intree", "succeeded", "storagemigration.k8s.io/v1beta1"), migration
+        assert migration["verified"] and not migration["record"].startswith("skipped"), migration
+        # The controller's own object: Succeeded, for this resource.
+        obj = plane.get(f"/apis/storagemigration.k8s.io/v1beta1/storageversionmigrations/{migration['name']}")
+        spec = obj["spec"]["resource"]
+        assert f"{spec['resource']}.{spec['group']}".rstrip(".") == name, obj["spec"]
+        assert condition(obj, "Succeeded").get("status") == "True", obj.get("status")
+        # ... and the controller finished it before the collection went on (1.36.2: Running False, MigrationCompleted).
+        assert (condition(obj, "Running").get("status"), condition(obj, "Running").get("reason")) == \
+            ("False", "MigrationCompleted"), obj.get("status")
+        # Recorded: every object stored in the hash both apiservers report.
+        group_version = "v1" if name == "configmaps" else "example.com/v1"
+        current = {discovery_hash(plane, group_version, name.split(".")[0], index) for index in range(2)}
+        assert len(current) == 1, current
+        status = storage_state(plane, name)["status"]
+        assert status["currentStorageVersionHash"] in current, status
+        assert status["persistedStorageVersionHashes"] == [status["currentStorageVersionHash"]], (name, status)
+    # The gizmos were rewritten as v1, and the CRD's storedVersions is exactly [v1] ([current]).
+    assert stored_as(plane, "app", 5) == {"example.com/v1"}
+    after = plane.get(f"{CRDS}/{GIZMOS}")
+    assert after["status"]["storedVersions"] == ["v1"], after["status"]
+    assert after["metadata"]["generation"] == before["metadata"]["generation"]
+    migrating = next(c for c in after["status"]["conditions"] if c["type"] == "StorageMigrating")
+    # Written once: one write changed storedVersions, the controller's; the collection wrote none and says so.
+    writes = crd_writes(plane, before)
+    seen = [before["status"]["storedVersions"]] + [versions for versions, _managers in writes]
+    changes = [(previous, now) for previous, now in zip(seen, seen[1:]) if previous != now]
+    print(f"\nin-tree v1beta1 migration of configmaps and {GIZMOS}: {took:.1f} s; per resource (module): "
+          f"{ {name: m.get('seconds') for name, m in migrations.items()} }")
+    print("CRD writes:", writes, "| storedVersions owners:", stored_versions_owners(after), "| StorageMigrating:",
+          migrating, "| the collection's result:", {k: v for k, v in migrations[GIZMOS].items() if k.startswith("stored")})
+    assert changes == [(["v1alpha1", "v1"], ["v1"])], writes
+    assert not any("kubeupgrade.storage" in manager for _versions, managers in writes for manager in managers), writes
+    assert stored_versions_owners(after) == ["migration-runner-controller"], after["metadata"]["managedFields"]
+    assert (migrations[GIZMOS]["stored_versions"], migrations[GIZMOS]["stored_versions_pruned_by"]) == \
+        (None, "kube-controller-manager"), migrations[GIZMOS]
+    assert migrations["configmaps"]["stored_versions_pruned_by"] is None, migrations["configmaps"]
+    assert (migrating["status"], migrating["reason"]) == ("False", "MigrationSucceeded"), migrating
 
 
 # --- 4. kube-storage-version-migrator: the sigs backend and the reference implementation's records ---------------
