@@ -17,8 +17,8 @@ description:
   - Installs the StorageState CRD when it is missing, unless O(install_crd=false).
   - Writes only from a whole observation - with O(state=present), an apiserver that does not answer fails the task
     naming it, and no record is written (a record set from part of the control plane could miss the storage versions
-    the others write). The check's and the migration's O(refresh_records) skip the refresh, with a warning, for the
-    same reason.
+    the others write). The C(refresh_records) option of M(kubeupgrade.storage.storage_version_check) and
+    M(kubeupgrade.storage.storage_migration) skips the refresh, with a warning, for the same reason.
   - Idempotent - a second run with nothing new (with O(audit), also a new audit that finds the same) writes nothing
     and reports C(changed=false).
 author: kubeupgrade.storage maintainers (@kubeupgrade)

@@ -452,8 +452,8 @@ def test_intree_beta_backend_with_the_real_controller_manager_136_prunes_stored_
     writes = crd_writes(plane, before)
     seen = [before["status"]["storedVersions"]] + [versions for versions, _managers in writes]
     changes = [(previous, now) for previous, now in zip(seen, seen[1:]) if previous != now]
-    print(f"\nin-tree v1beta1 migration of configmaps and {GIZMOS}: {took:.1f} s; per resource (module): "
-          f"{ {name: m.get('seconds') for name, m in migrations.items()} }")
+    per_resource = {name: m.get('seconds') for name, m in migrations.items()}
+    print(f"\nin-tree v1beta1 migration of configmaps and {GIZMOS}: {took:.1f} s; per resource (module): {per_resource}")
     print("CRD writes:", writes, "| storedVersions owners:", stored_versions_owners(after), "| StorageMigrating:",
           migrating, "| the collection's result:", {k: v for k, v in migrations[GIZMOS].items() if k.startswith("stored")})
     assert changes == [(["v1alpha1", "v1"], ["v1"])], writes

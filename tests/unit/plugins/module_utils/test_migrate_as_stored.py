@@ -232,10 +232,9 @@ def test_objects_from_an_audit_get_the_same_fallback(write):
         server.fault("PATCH", immutable(method="PATCH"), count=2, match=lambda p, q: p.endswith(("cm-000", "cm-004")))
     before = {k: copy.deepcopy(v["data"]) for k, v in server.objects.items()}
     listed = ["a/cm-000", "b/cm-001", "a/cm-004"]
-    progress = mig.ObjectListMigrator(server, TARGET, mig.ClientOptions(chunk_size=2, concurrency=1, policy=FAST,
-                                                                      write=write),
-                                      mig.RunIdentity("run", ENDPOINT), None).configure(sleep=lambda _s: None) \
-        .run_objects(listed)
+    options = mig.ClientOptions(chunk_size=2, concurrency=1, policy=FAST, write=write)
+    migrator = mig.ObjectListMigrator(server, TARGET, options, mig.RunIdentity("run", ENDPOINT), None)
+    progress = migrator.configure(sleep=lambda _s: None).run_objects(listed)
     assert progress.verified and progress.failed == 0, progress.failures
     assert sorted(server.as_stored) == ["a/cm-000", "a/cm-004"] and progress.objects_written_as_stored == 2
     assert {k for k, v in server.objects.items() if v["encoded"] == "v1"} == set(listed)
