@@ -509,12 +509,10 @@ class ClientMigrator:
         try:
             self._call(functools.partial(self._send, mode, path, body))
         except DeadlineExceeded:
-            self._timed_out.set()
-            self._stop.set()
+            self._time_is_up()
             return
         except ApiError as error:
-            if error.status == 409 or is_missing(error):
-                self._count("conflicts" if error.status == 409 else "gone")
+            if self._settled(error):
                 return
             if mode == WRITE_PUT and rbac_forbids(error, "update"):
                 self._fall_back(error)
@@ -526,6 +524,19 @@ class ClientMigrator:
             self._record_failure(error, item)
             return
         self._count("objects_written")
+
+    def _time_is_up(self) -> None:
+        """The task's deadline passed during a write: every worker stops, and the run ends timed out."""
+        self._timed_out.set()
+        self._stop.set()
+
+    def _settled(self, error: ApiError) -> bool:
+        """A 409 (someone rewrote or deleted the object after we read it) or a 404 (gone) settles the object: counted,
+        nothing more to write."""
+        if error.status == 409 or is_missing(error):
+            self._count("conflicts" if error.status == 409 else "gone")
+            return True
+        return False
 
     def _get_as_stored(self, path: str):
         self.limiter.acquire()
@@ -549,12 +560,10 @@ class ClientMigrator:
                 return
             self._call(functools.partial(self._put_as_stored, path, response.data))
         except DeadlineExceeded:
-            self._timed_out.set()
-            self._stop.set()
+            self._time_is_up()
             return
         except ApiError as error:
-            if error.status == 409 or is_missing(error):
-                self._count("conflicts" if error.status == 409 else "gone")
+            if self._settled(error):
                 return
             self._as_stored_failed(mode, item, refused, error)
             return
@@ -738,8 +747,7 @@ class ObjectListMigrator(ClientMigrator):
         try:
             item = none_if_missing(functools.partial(self._call, functools.partial(self._fetch_once, namespace or None, name)))
         except DeadlineExceeded:
-            self._timed_out.set()
-            self._stop.set()
+            self._time_is_up()
             return
         except ApiError as error:
             self._record_failure(error, {"metadata": {"namespace": namespace or None, "name": name}})
