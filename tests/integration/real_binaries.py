@@ -84,6 +84,16 @@ def create_flow_schema_and_policy(plane, flowcontrol_version, admission_version)
            {"metadata": {"name": "app"}, "spec": policy_spec})
 
 
+def seed_gadgets(plane, namespace):
+    """The gadgets CRD (v1alpha1 served, v1 stored) and one custom resource written through each version."""
+    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", GADGETS_CRD)
+    wait_for(lambda: plane.request("GET", "/apis/example.com/v1/gadgets")[0] == 200, "the gadgets CRD to be served")
+    create(plane, f"/apis/example.com/v1alpha1/namespaces/{namespace}/gadgets",
+           {"apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": "old"}, "spec": {"size": 1}})
+    create(plane, f"/apis/example.com/v1/namespaces/{namespace}/gadgets",
+           {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "new"}, "spec": {"size": 2}})
+
+
 def seed_132(plane, namespace="app"):
     """Objects in the versions 1.32 stores: DRA, flowcontrol, admissionregistration, a CRD with two versions, core."""
     create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}})
@@ -93,12 +103,7 @@ def seed_132(plane, namespace="app"):
     create(plane, f"/apis/resource.k8s.io/v1beta1/namespaces/{namespace}/resourceclaims",
            {"metadata": {"name": "claim"}, "spec": {"devices": {"requests": [{"name": "gpu", "deviceClassName": "gpu"}]}}})
     create_flow_schema_and_policy(plane, "v1", "v1")
-    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", GADGETS_CRD)
-    wait_for(lambda: plane.request("GET", "/apis/example.com/v1/gadgets")[0] == 200, "the gadgets CRD to be served")
-    create(plane, f"/apis/example.com/v1alpha1/namespaces/{namespace}/gadgets",
-           {"apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": "old"}, "spec": {"size": 1}})
-    create(plane, f"/apis/example.com/v1/namespaces/{namespace}/gadgets",
-           {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "new"}, "spec": {"size": 2}})
+    seed_gadgets(plane, namespace)
 
 
 def _ca_pem() -> str:
@@ -128,12 +133,7 @@ def seed_135(plane, namespace="app"):
             "expression": 'Object{metadata: Object.metadata{labels: {"seen": "yes"}}}'}}]}})
     create(plane, "/apis/certificates.k8s.io/v1beta1/clustertrustbundles",
            {"metadata": {"name": "example"}, "spec": {"trustBundle": _ca_pem()}})
-    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", GADGETS_CRD)
-    wait_for(lambda: plane.request("GET", "/apis/example.com/v1/gadgets")[0] == 200, "the gadgets CRD to be served")
-    create(plane, f"/apis/example.com/v1alpha1/namespaces/{namespace}/gadgets",
-           {"apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": "old"}, "spec": {"size": 1}})
-    create(plane, f"/apis/example.com/v1/namespaces/{namespace}/gadgets",
-           {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "new"}, "spec": {"size": 2}})
+    seed_gadgets(plane, namespace)
     return SEEDED_135
 
 
