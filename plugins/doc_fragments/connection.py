@@ -13,6 +13,10 @@ options:
       - Path to a kubeconfig file, or the kubeconfig content as a dictionary.
       - Its shape is checked before it is used (lists of named clusters, contexts and users holding mappings, and
         the type of every field read from them); a wrong type is refused naming the field, never showing its value.
+      - The certificates and key of its C(*-data) fields are never written to the shared temporary directory. On Linux
+        they stay in an anonymous memory file of the module's process; elsewhere, and for a kubeconfig read through the
+        C(kubernetes) package's loaders (exec plugins, auth providers), they go to a private C(kubeupgrade-keys-<pid>-*)
+        directory (mode 0700) in it, removed at exit and, after a killed run, by the next module run.
       - When neither O(kubeconfig) nor O(host) is given, C(~/.kube/config) is used if it exists, else the in-cluster
         service account configuration.
       - Falls back to the E(K8S_AUTH_KUBECONFIG) environment variable.

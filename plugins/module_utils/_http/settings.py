@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import atexit
 import base64
+import glob
 import importlib.util
 import logging
 import os
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
@@ -75,6 +77,7 @@ class ConnectionSettings:
         """Resolve module parameters (already merged with ``K8S_AUTH_*`` fallbacks) like kubernetes.core:
         explicit options win over the kubeconfig, which wins over the in-cluster configuration."""
         timeout = check_timeout("request_timeout", params.get("request_timeout"))
+        remove_stale_private_dirs()
         if params.get("proxy"):
             check_proxy("proxy", params["proxy"])
         config = _load_base_configuration(params)
@@ -317,19 +320,79 @@ def _named(doc: dict, key: str, name) -> Optional[dict]:
     return None
 
 
+# Key material from a kubeconfig's ``*-data`` fields never goes to a shared temporary directory, where a killed
+# run (SIGKILL skips atexit) would leave a private key, cluster-admin on kubeadm. On Linux it lives in an anonymous
+# memory file (memfd) opened by path as ``/proc/self/fd/<n>``: every reader (ssl, urllib3) runs in this process, and the
+# file ends with it. Elsewhere, and for the kubernetes loaders' own files, it goes to a private directory (0700) named
+# with this process's pid, which the next module run removes once that pid is gone.
+KEYS_PREFIX = "kubeupgrade-keys-"
+_HELD: Dict[bytes, str] = {}  # memory files kept open for the life of the process (their paths stay valid), by content
+_PRIVATE: List[str] = []
+
+
 def _data_file(data: str, suffix: str) -> str:
-    """A ``*-data`` field written to a private temporary file (removed at exit), as the kubernetes loader does."""
-    content = base64.b64decode(data)  # before the file exists: data that is not base64 leaves nothing behind
-    handle, path = tempfile.mkstemp(prefix="kubeupgrade-", suffix=suffix)
-    atexit.register(_remove, path)
+    """A ``*-data`` field as a path only this process can open (a memory file; else a file in the private directory)."""
+    content = base64.b64decode(data)  # before anything exists: data that is not base64 leaves nothing behind
+    if content in _HELD:
+        return _HELD[content]
+    fd = _memory_file(suffix)
+    if fd is not None:
+        _write_all(fd, content)
+        _HELD[content] = f"/proc/self/fd/{fd}"
+        return _HELD[content]
+    handle, path = tempfile.mkstemp(dir=private_dir(), suffix=suffix)
     with os.fdopen(handle, "wb") as out:
         out.write(content)
     return path
 
 
-def _remove(path: str) -> None:
-    if os.path.exists(path):
-        os.unlink(path)
+def _memory_file(suffix: str) -> Optional[int]:
+    """An anonymous memory file (close-on-exec), or None where there is none (not Linux, or a sandbox forbids it)."""
+    create = getattr(os, "memfd_create", None)
+    if create is None or not os.path.isdir("/proc/self/fd"):
+        return None
+    try:
+        return create("kubeupgrade" + suffix)
+    except OSError:
+        return None
+
+
+def _write_all(fd: int, content: bytes) -> None:
+    view = memoryview(content)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def private_dir() -> str:
+    """This process's private directory for key material (made once, removed at exit and by a later run if killed)."""
+    if not _PRIVATE:
+        remove_stale_private_dirs()
+        path = tempfile.mkdtemp(prefix=f"{KEYS_PREFIX}{os.getpid()}-")
+        atexit.register(shutil.rmtree, path, True)
+        _PRIVATE.append(path)
+    return _PRIVATE[0]
+
+
+def remove_stale_private_dirs(tmp_dir: Optional[str] = None) -> List[str]:
+    """Remove the private key directories of runs that are gone (killed: atexit did not run). Returns them."""
+    removed = []
+    for path in glob.glob(os.path.join(tmp_dir or tempfile.gettempdir(), KEYS_PREFIX + "*")):
+        pid = os.path.basename(path)[len(KEYS_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or _running(int(pid)) or not os.path.isdir(path) or os.stat(path).st_uid != os.getuid():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
 
 
 def _file_field(entry: dict, key: str, base_dir: str, suffix: str) -> Optional[str]:
@@ -374,7 +437,8 @@ def _load_kubeconfig_dict(doc: dict, context: Optional[str], own_credentials: bo
     Configuration, _unused, kube_config, _unused2 = _kubernetes()
     config = Configuration()
     with _kubeconfig_errors(where) as errors:
-        kube_config.load_kube_config_from_dict(doc, context=context, client_configuration=config, persist_config=False)
+        kube_config.load_kube_config_from_dict(doc, context=context, client_configuration=config, persist_config=False,
+                                               temp_file_path=private_dir())
     fields = _configuration_fields(config)
     if not own_credentials:
         check_plugin_credential(doc, context, fields, where, errors.handler.messages)
@@ -391,7 +455,8 @@ def _load_kubeconfig_file(path: str, context: Optional[str], own_credentials: bo
     Configuration, _unused, kube_config, _unused2 = _kubernetes()
     config = Configuration()
     with _kubeconfig_errors(where) as errors:
-        kube_config.load_kube_config(config_file=path, context=context, client_configuration=config, persist_config=False)
+        kube_config.load_kube_config(config_file=path, context=context, client_configuration=config, persist_config=False,
+                                     temp_file_path=private_dir())
     fields = _configuration_fields(config)
     if not own_credentials:
         check_plugin_credential(doc, context, fields, where, errors.handler.messages)
