@@ -23,8 +23,10 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings
     HAS_KUBERNETES,
     ConnectionSettings,
     check_url,
+    remove_stale_private_dirs,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import Observer
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import (
     check_no_credentials,
     check_number,
@@ -113,6 +115,17 @@ def _numbers_as_given(spec: dict) -> dict:
     return patched
 
 
+def remove_leftovers() -> None:
+    """What killed runs left in the system's temporary directory, removed at the start of every module: private key
+    directories (``_http/settings.py``) and scratch etcd copies (``_rehearse/scratch.py``) whose run is gone. A SIGKILL
+    skips every cleanup of the run itself. A copy in another ``work_dir`` is removed by the next run using it."""
+    try:
+        remove_stale_private_dirs()
+        scratch.remove_stale()
+    except OSError:
+        pass  # a cleanup that cannot be done never fails the task
+
+
 class KubeUpgradeModule:
     """Wraps ``AnsibleModule``: ``connection=True`` adds the shared connection and ``endpoints`` options.
 
@@ -129,6 +142,7 @@ class KubeUpgradeModule:
         except OverflowError:  # a number too big for Ansible's own conversion: refused by _check_shared_options
             self.module = AnsibleModule(argument_spec=_numbers_as_given(spec), **kwargs)
         self._spec = spec
+        remove_leftovers()
         self.empty_result = dict({"changed": False}, **(empty_result or {}))
         self._connection = connection
         self._warned = set()

@@ -21,6 +21,13 @@ description:
     etcd and apiserver listen on 127.0.0.1 only, on free ports, in a private directory (mode 0700) under O(work_dir) that
     is removed at the end, also on failure or SIGTERM. Started processes die with the module; a later run removes what a
     killed run left. No key, value, token or credential appears in the output: only the apiserver's error lines."
+  - "While it runs, the copy (every Secret, the service-account key and tokens, as in etcd) is in
+    C(<work_dir>/kubeupgrade-rehearsal-*), whose C(owner.pid) names the module's process; RV(copy_dir) names it in the
+    result. A SIGKILL skips the cleanup: the next rehearsal or M(kubeupgrade.storage.storage_snapshot) run with the
+    same O(work_dir) removes every such directory whose owner is gone (RV(stale_removed)), and stops the processes it
+    started; with the default O(work_dir), so does the next run of any module of the collection on the host. To remove
+    them without a run, check that no rehearsal or snapshot runs on the host and delete
+    C(<work_dir>/kubeupgrade-rehearsal-*)."
   - "What it costs: disk for the copy (about twice the etcd database size), memory for the scratch etcd and apiserver
     (about 768 MiB plus three times the data), checked before anything starts. On 2 cores a 1.32 apiserver is ready in
     4-20 s."
@@ -247,6 +254,19 @@ scratch_etcd:
       description: The tool that restored O(snapshot) (C(etcdutl), or C(etcdctl) on etcd 3.4); null for a copy of a live etcd.
       type: str
       sample: /usr/local/bin/etcdutl
+copy_dir:
+  description:
+    - Where the copy was while the rehearsal ran - C(path), the private directory under O(work_dir) (the scratch etcd's
+      data, its logs, certificate and token) - and C(removed), whether it is gone (it is removed before the module
+      returns, also on failure).
+  returned: success
+  type: dict
+  sample: {"path": "/tmp/kubeupgrade-rehearsal-3k2j9x", "removed": true}
+stale_removed:
+  description: Directories of killed runs (each an etcd copy) removed from O(work_dir) before this run started.
+  returned: success
+  type: list
+  elements: str
 room:
   description: The disk and memory needed and available, in bytes, as checked before starting.
   returned: success

@@ -96,6 +96,8 @@ def test_upgrade_rehearsal_names_exactly_what_132_cannot_read_live_tls_etcd_and_
         "clustercidrs.networking.k8s.io": ["pods"]}
     assert live["started"] and live["target_git_version"] == "v1.32.6" and live["source"]["kind"] == "etcd"
     assert live["flags"]["encryption-provider-config"] == plane.encryption_config
+    assert live["copy_dir"]["removed"] and os.path.dirname(live["copy_dir"]["path"]) == str(tmp_path), live["copy_dir"]
+    assert "the copy was in " + live["copy_dir"]["path"] in live["report_text"] and live["stale_removed"] == []
     assert nothing_left(tmp_path)
 
     # The audit with release data names the same objects on the same store: they agree here.
@@ -242,7 +244,8 @@ def test_not_enough_disk_is_said_with_what_it_needs(tmp_path, monkeypatch):
 
 
 def test_a_killed_run_is_cleaned_up_by_the_next_one(any_plane, tmp_path):
-    """SIGKILL of the process running the rehearsal: its children die with it, the next run removes its directory."""
+    """SIGKILL of the process running the rehearsal: its children die with it, the next run of any module removes its
+    directory (the copy) from that module's temporary directory."""
     never = fake_binary(tmp_path, "kube-apiserver", """
         case "$1" in --version) echo "Kubernetes v1.33.5"; exit 0;; esac
         exec sleep 600
@@ -261,8 +264,14 @@ def test_a_killed_run_is_cleaned_up_by_the_next_one(any_plane, tmp_path):
     assert glob.glob(str(tmp_path / (scratch.PREFIX + "*"))), "the killed run's directory should still be there"
     assert subprocess.run(["pgrep", "-f", str(tmp_path / scratch.PREFIX)], capture_output=True, check=False).stdout == b"", \
         "its children outlived it"
-    assert scratch.remove_stale(str(tmp_path))
+    # The next run of any module (here one that contacts no cluster) removes it from its temporary directory.
+    hashed = subprocess.run([sys.executable, "-m", "ansible_collections.kubeupgrade.storage.plugins.modules.storage_version_hash"],
+                            input=json.dumps({"ANSIBLE_MODULE_ARGS": {"group": "apps", "version": "v1", "kind": "Deployment"}}),
+                            env=dict(os.environ, TMPDIR=str(tmp_path), PYTHONPATH=os.pathsep.join(sys.path)),
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert hashed.returncode == 0, hashed.stdout + hashed.stderr
     assert nothing_left(tmp_path)
+    assert scratch.remove_stale(str(tmp_path)) == []
 
 
 def test_target_crd_manifests_are_applied_to_the_copy_only_a_refused_one_blocks_a_kept_version_reads(any_plane, tmp_path):

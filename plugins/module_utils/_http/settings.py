@@ -77,7 +77,6 @@ class ConnectionSettings:
         """Resolve module parameters (already merged with ``K8S_AUTH_*`` fallbacks) like kubernetes.core:
         explicit options win over the kubeconfig, which wins over the in-cluster configuration."""
         timeout = check_timeout("request_timeout", params.get("request_timeout"))
-        remove_stale_private_dirs()
         if params.get("proxy"):
             check_proxy("proxy", params["proxy"])
         config = _load_base_configuration(params)
@@ -324,7 +323,7 @@ def _named(doc: dict, key: str, name) -> Optional[dict]:
 # run (SIGKILL skips atexit) would leave a private key, cluster-admin on kubeadm. On Linux it lives in an anonymous
 # memory file (memfd) opened by path as ``/proc/self/fd/<n>``: every reader (ssl, urllib3) runs in this process, and the
 # file ends with it. Elsewhere, and for the kubernetes loaders' own files, it goes to a private directory (0700) named
-# with this process's pid, which the next module run removes once that pid is gone.
+# with this process's pid, which the next module run removes once that pid is gone (``module.remove_leftovers``).
 KEYS_PREFIX = "kubeupgrade-keys-"
 _HELD: Dict[bytes, str] = {}  # memory files kept open for the life of the process (their paths stay valid), by content
 _PRIVATE: List[str] = []

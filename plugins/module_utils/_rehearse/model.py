@@ -224,6 +224,9 @@ def render_text(result: dict) -> str:
     timing = result.get("timings") or {}
     lines.append(f"{result['counts'].get(SAFE, 0)} resource(s) safe; copy {timing.get('copy_seconds', 0):.1f} s, start "
                  f"{timing.get('start_seconds', 0):.1f} s, read {timing.get('read_seconds', 0):.1f} s")
+    copy = result.get("copy_dir")
+    if copy:
+        lines.append(f"the copy was in {copy['path']} while it ran: {'removed' if copy['removed'] else 'NOT removed, remove it'}")
     return "\n".join(lines)
 
 

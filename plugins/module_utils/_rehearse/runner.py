@@ -384,6 +384,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
                   source=source, room=room, started=started, start_failure=start_problem, fatal_log=fatal,
                   outside_layout=stored.outside_layout, rehearsed_at=measured_at, ignored_feature_gates=ignored,
                   plan_migration=planned, scratch_etcd=etcd.summary(plan_.restore_tool),
+                  copy_dir={"path": workspace.path, "removed": not os.path.exists(workspace.path)}, stale_removed=removed,
                   timings={"copy_seconds": round(copied - started_at, 2), "start_seconds": round(ready - copied, 2),
                            "read_seconds": round(done - ready, 2), "total_seconds": round(time.monotonic() - started_at, 2)})
     result["report_text"] = model.render_text(result)

@@ -40,6 +40,7 @@ QUOTA_BYTES = 8 << 30  # the scratch etcd's backend quota: etcd's recommended ma
 STATUS = "/v3/maintenance/status"  # the etcd JSON gateway's status call: it answers once the member serves clients
 ETCD_POLL = 0.2  # seconds between two status calls while the scratch etcd starts
 EXITED, ANSWERED, STARTING = "exited", "answered", "starting"
+UNNAMED_GRACE = 60.0  # seconds a workspace without its owner file is taken for one being made, not a killed run's
 
 
 class RehearsalError(KubeUpgradeError):
@@ -64,17 +65,44 @@ def _cmdline(pid: int) -> str:
         return ""
 
 
-def remove_stale(work_dir: str) -> List[str]:
-    """Remove what killed runs left: their processes (checked by command line) and directories. Returns the dirs."""
-    removed = []
-    for path in glob.glob(os.path.join(work_dir, PREFIX + "*")):
+def _started(pid: int) -> str:
+    """When ``pid`` started (clock ticks since boot, /proc/<pid>/stat field 22): with the pid, names one process even
+    after the pid is reused. '' where it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def _owner_running(path: str) -> bool:
+    """Whether the run that made the workspace ``path`` still runs (its pid alive, and the same process)."""
+    try:
+        with open(os.path.join(path, OWNER), encoding="ascii") as handle:
+            fields = handle.read().split()
+    except OSError:
+        fields = []
+    if not fields:  # a run between making its directory and naming itself in it: give it a minute
         try:
-            with open(os.path.join(path, OWNER), encoding="ascii") as handle:
-                owner = int(handle.read().strip() or 0)
-        except (OSError, ValueError):
-            owner = 0
-        if owner and _alive(owner):
-            continue  # a rehearsal still running
+            return time.time() - os.stat(path).st_mtime < UNNAMED_GRACE
+        except OSError:
+            return False
+    try:
+        pid = int(fields[0])
+    except ValueError:
+        return False
+    return pid > 0 and _alive(pid) and (len(fields) < 2 or not _started(pid) or _started(pid) == fields[1])
+
+
+def remove_stale(work_dir: Optional[str] = None) -> List[str]:
+    """Remove what killed runs left under ``work_dir`` (default the system's temporary directory): every workspace
+    whose run is gone, a rehearsal's or a snapshot proof's (each a full etcd copy), its processes (checked by command
+    line) and directory. Cheap when there is none (one glob): any module that makes a workspace calls it at start.
+    Returns the directories removed."""
+    removed = []
+    for path in glob.glob(os.path.join(work_dir or tempfile.gettempdir(), PREFIX + "*")):
+        if not os.path.isdir(path) or _owner_running(path):
+            continue
         try:
             with open(os.path.join(path, CHILDREN), encoding="ascii") as handle:
                 children = [int(line) for line in handle.read().split() if line.strip().isdigit()]
@@ -111,13 +139,14 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child between 
 
 
 class Workspace:
-    """The private directory of one rehearsal and every process started in it; ``close`` removes it all."""
+    """The private directory of one rehearsal (or snapshot proof) and every process started in it; ``close`` removes
+    it all, ``remove_stale`` what a killed run left."""
 
     def __init__(self, work_dir: str):
         self.path = tempfile.mkdtemp(prefix=PREFIX, dir=work_dir)
         os.chmod(self.path, 0o700)
         with open(os.path.join(self.path, OWNER), "w", encoding="ascii") as handle:
-            handle.write(str(os.getpid()))
+            handle.write(f"{os.getpid()} {_started(os.getpid())}")
         self.processes: List[subprocess.Popen] = []
 
     def file(self, name: str) -> str:
