@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Bounded, jittered retries that honour ``Retry-After``, declared at the call site.
 
-Only transient failures are retried: 429, 500 (but never a decode failure), 502, 503, 504, timeouts
+Only transient failures are retried: 429, 500 (but never a decode failure nor etcd's space alarm), 502, 503, 504, timeouts
 and dropped connections. Everything else is returned to the caller at once, so no loop can spin on a
 denial or a bad request. A retry is bounded three ways: a number of attempts, a time ``budget`` for
 the whole call (client-go gives a 429 ten tries; an apiserver restart behind a load balancer answers
@@ -28,6 +28,16 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
 )
 
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504})
+# etcd's space alarm (NOSPACE, raised when its database reaches --quota-backend-bytes): the apiserver answers every
+# write with 500 "etcdserver: mvcc: database space exceeded" until an operator reclaims the space. No retry helps.
+SPACE_EXCEEDED = ("database space exceeded", "NOSPACE")
+
+
+def etcd_out_of_space(error: Exception) -> bool:
+    """The apiserver's etcd refuses writes for its space alarm: a 500 no retry can get through."""
+    if not isinstance(error, ApiError) or isinstance(error, EndpointUnreachable) or error.status != 500:
+        return False
+    return any(text in (error.api_message or "") for text in SPACE_EXCEEDED)
 
 
 @dataclass
@@ -43,7 +53,7 @@ class RetryPolicy:
         if isinstance(error, EndpointUnreachable):
             return self.retry_unreachable
         if isinstance(error, ApiError):
-            if is_decode_failure(error.status, error.api_message):
+            if is_decode_failure(error.status, error.api_message) or etcd_out_of_space(error):
                 return False
             return error.status in self.retry_statuses
         return False

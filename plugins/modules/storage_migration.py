@@ -34,6 +34,14 @@ description:
     the resource goes on, up to O(max_failures) objects; a resource with any failed object is not recorded as
     migrated. A decode failure on LIST (an object stored in a version the apiserver cannot read) stops the resource
     with what, where and what to do."
+  - "Two answers stop the whole migration at once, every worker and every resource, without a retry: etcd's space
+    alarm (HTTP 500 C(database space exceeded), NOSPACE: the cluster is read-only until etcd's space is reclaimed; the
+    message gives the etcdctl commands of etcd's maintenance guide, \"Space quota\": C(endpoint status),
+    C(alarm list), a compaction to the current revision, C(defrag) on each member, C(alarm disarm)), and rejected
+    credentials (HTTP 401: a token revoked or expired during the run), with the collection's credentials diagnosis.
+    Objects not rewritten yet stay as they were; re-run after the fix. A rewrite keeps each object's previous value in
+    etcd until the next compaction: with O(write=put), when the first chunk's size per object times the objects
+    listed comes to 256 MiB or more, a warning says so and how to check etcd's free space against its quota."
   - "The client-side migrator saves a checkpoint after each finished chunk in O(checkpoint_dir), with the run's
     identity, the storage hash and the time. A checkpoint for another hash or older than the apiserver's
     continue-token lifetime (5 minutes) is discarded with a message. A run that resumed from a checkpoint ends with a

@@ -516,14 +516,15 @@ class ControlPlane:
     """
 
     def __init__(self, workdir, releases=("1.32", "1.32"), etcd_tls=False, encryption=False,
-                 feature_gates=None, runtime_config=None, extra_flags=None, assets=None, etcd_version=None):
+                 feature_gates=None, runtime_config=None, extra_flags=None, assets=None, etcd_version=None,
+                 etcd_args=()):
         self.workdir = os.path.abspath(str(workdir))
         os.makedirs(self.workdir, exist_ok=True)
         releases = [releases] if isinstance(releases, str) else [str(release) for release in releases]
         self.state_file = os.path.join(self.workdir, STATE_NAME)
         self._ports = [allocate_port(), allocate_port()]
         self.etcd = etcd_fixture.EtcdServer(os.path.join(self.workdir, "etcd"), tls=etcd_tls, ports=tuple(self._ports),
-                                            extra_args=["--experimental-watch-progress-notify-interval=5s"],
+                                            extra_args=["--experimental-watch-progress-notify-interval=5s", *etcd_args],
                                             version=etcd_version)
         self.encryption_config = self._write_encryption_config() if encryption else None
         self._processes = {}  # Popen objects of what this process started, to reap them

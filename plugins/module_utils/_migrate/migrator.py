@@ -35,7 +35,9 @@ Either way the content of an object never changes: the apiserver finds it unchan
 encoding may differ), and nothing is ever re-created. A 409 means someone rewrote or deleted it after we
 read it (done: that write stored it in the current version, or it is gone), a 404 that it is gone (done).
 
-Transient failures are retried within a time budget, honouring ``Retry-After``. An object that is
+Transient failures are retried within a time budget, honouring ``Retry-After``. etcd's space alarm (a 500 ``database
+space exceeded``: the cluster is read-only) and rejected credentials (401) are answers no retry and no other object
+gets past: every worker stops at once, with the recovery (``halt``), not a list of failed objects. An object that is
 refused (admission, validation, RBAC) or keeps failing is recorded by name and the resource goes on,
 until more than ``max_failures`` objects failed. A decode failure on LIST stops the resource (every
 LIST covering the object fails), naming the namespaces it is in. Nothing waits past the task's deadline:
@@ -55,7 +57,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Callable, List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import is_missing, none_if_missing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, DeadlineExceeded
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
@@ -71,6 +73,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import
     RetryClock,
     RetryPolicy,
     call_with_retries,
+    etcd_out_of_space,
     retry_bound,
 )
 
@@ -109,6 +112,43 @@ class DecodeFailure(MigrationError):
 
 class Stopped(MigrationError):
     """The run was told to stop (its playbook is gone, its Lease was lost, the apiservers stopped agreeing)."""
+
+
+class Halted(MigrationError):
+    """An answer that no retry and no other object can get past (etcd's space alarm, rejected credentials): every
+    worker stops at once, and the message is that cause and its recovery, not a list of failed objects."""
+
+
+# etcd's maintenance guide, "Space quota": what ends the alarm. Compaction frees the old revisions (a rewrite keeps the
+# object's previous value until then), defragmentation gives the space back, and the alarm stays until disarmed.
+SPACE_RECOVERY = (
+    "The whole cluster is read-only until etcd's space is reclaimed (etcd's maintenance guide, \"Space quota\"), on "
+    "a control-plane node with etcdctl and the etcd client certificates: `etcdctl endpoint status --cluster -w table` "
+    "(DB SIZE against the quota), `etcdctl alarm list` (NOSPACE); compact to the current revision: `etcdctl compact "
+    "$(etcdctl endpoint status -w json | grep -o '\"revision\":[0-9]*' | cut -d: -f2)`; `etcdctl defrag "
+    "--endpoints=<member>` on each member, one at a time; then `etcdctl alarm disarm`. Raise etcd's "
+    "--quota-backend-bytes if the data needs more room: a full rewrite adds about the size of what it rewrites until "
+    "the next compaction.")
+
+
+def halt(error: ApiError, name: str, done: int) -> Optional[Halted]:
+    """The stop ``error`` calls for when no retry and no other object can get past it, else None."""
+    if etcd_out_of_space(error):
+        return Halted(
+            f"Migration of {name} stopped at once after {done} objects: etcd's space alarm (NOSPACE) is raised: "
+            f"{describe_failure(error)}. {SPACE_RECOVERY} Nothing was lost: every object not rewritten yet is stored "
+            "as it was, and the one refused was not written. Re-run once `etcdctl alarm list` shows no alarm.",
+            details={"resource": name, "cause": "etcd_space_exceeded", "status": error.status,
+                     "message": (error.api_message or "")[:500], "objects_migrated": done})
+    if not isinstance(error, EndpointUnreachable) and (error.problem == diagnosis.CREDENTIALS or error.status == 401):
+        where = error.endpoint or "the apiserver"
+        return Halted(
+            f"Migration of {name} stopped at once after {done} objects: {describe_failure(error)}. The credentials "
+            f"stopped working during the run (a token revoked or expired, its ServiceAccount deleted). Next step: "
+            f"{diagnosis.step(diagnosis.CREDENTIALS, where)}, then re-run; nothing was written since.",
+            details={"resource": name, "cause": diagnosis.CREDENTIALS, "status": error.status,
+                     "endpoint": error.endpoint, "objects_migrated": done})
+    return None
 
 
 @dataclass
@@ -196,6 +236,7 @@ class ClientProgress:
     write_fallback: str = ""  # why a put migration went on with apply (RBAC forbids update), empty otherwise
     objects_written_as_stored: int = 0  # of objects_written: refused as a change as read, written as stored (protobuf)
     write_as_stored: str = ""  # why some objects were written as stored, and which write that is; empty otherwise
+    bytes_to_rewrite: Optional[int] = None  # write: put: the first chunk's bytes per object times the objects listed
     failures: List[dict] = field(default_factory=list)
 
     @property
@@ -343,6 +384,7 @@ class ClientMigrator:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._timed_out = threading.Event()  # a write gave up for the deadline: its chunk is not finished
+        self._halted: Optional[Halted] = None  # the first answer no retry nor other object gets past (see halt)
         self._streak = FailureStreak()
 
     def configure(self, deadline: Optional[Deadline] = None, hooks: Optional[Hooks] = None, sleep=None) -> ClientMigrator:
@@ -404,7 +446,16 @@ class ClientMigrator:
         page = response.json()
         if full:
             self._fit_chunk(len(response.data or b""), len(page.get("items") or ()))
+            if not token and self.progress.bytes_to_rewrite is None:
+                self._estimate(len(response.data or b""), page)
         return page
+
+    def _estimate(self, size: int, page: dict) -> None:
+        """About what the pass adds to etcd until its next compaction: every rewrite keeps the old value until then."""
+        count = len(page.get("items") or ())
+        if count:
+            total = count + int((page.get("metadata") or {}).get("remainingItemCount") or 0)
+            self.progress.bytes_to_rewrite = size * total // count
 
     def _fit_chunk(self, size: int, count: int) -> None:
         """The next LIST's limit: as many objects as the last chunk's bytes per object fit in ``chunk_bytes``."""
@@ -442,6 +493,9 @@ class ClientMigrator:
     def _list_error(self, error: ApiError, token: Optional[str]) -> MigrationError:
         where = f"apiserver {error.endpoint or getattr(self.client, 'endpoint', '?')}"
         done = self.progress.objects_migrated
+        stop = halt(error, self.target.name, done)
+        if stop is not None:
+            return stop
         if is_decode_failure(error.status, error.api_message):
             namespaces = self._locate_undecodable() if self.target.namespaced else []
             located = (f" in namespace(s) {', '.join(namespaces)}" if namespaces else "")
@@ -512,7 +566,7 @@ class ClientMigrator:
             self._time_is_up()
             return
         except ApiError as error:
-            if self._settled(error):
+            if self._settled(error) or self._halts(error):
                 return
             if mode == WRITE_PUT and rbac_forbids(error, "update"):
                 self._fall_back(error)
@@ -529,6 +583,16 @@ class ClientMigrator:
         """The task's deadline passed during a write: every worker stops, and the run ends timed out."""
         self._timed_out.set()
         self._stop.set()
+
+    def _halts(self, error: ApiError) -> bool:
+        """etcd's space alarm or rejected credentials: every worker stops, and the run ends with that cause."""
+        stop = halt(error, self.target.name, self.progress.objects_migrated)
+        if stop is None:
+            return False
+        with self._lock:
+            self._halted = self._halted or stop
+        self._stop.set()
+        return True
 
     def _settled(self, error: ApiError) -> bool:
         """A 409 (someone rewrote or deleted the object after we read it) or a 404 (gone) settles the object: counted,
@@ -563,7 +627,7 @@ class ClientMigrator:
             self._time_is_up()
             return
         except ApiError as error:
-            if self._settled(error):
+            if self._settled(error) or self._halts(error):
                 return
             self._as_stored_failed(mode, item, refused, error)
             return
@@ -649,6 +713,8 @@ class ClientMigrator:
         return last_gate
 
     def _after_chunk(self, next_token: Optional[str]) -> None:
+        if self._halted is not None:
+            raise self._halted
         if self.progress.failed > self.options.max_failures:
             raise self._too_many_failures()
         if self._timed_out.is_set():
@@ -750,7 +816,8 @@ class ObjectListMigrator(ClientMigrator):
             self._time_is_up()
             return
         except ApiError as error:
-            self._record_failure(error, {"metadata": {"namespace": namespace or None, "name": name}})
+            if not self._halts(error):
+                self._record_failure(error, {"metadata": {"namespace": namespace or None, "name": name}})
             return
         if item is None:
             self._count("gone")

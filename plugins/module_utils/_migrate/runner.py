@@ -82,6 +82,7 @@ class Run:
     stop: Optional[StopSignal] = None
     objects: Optional[plan.ObjectPlan] = None  # objects_from_audit: only these objects are rewritten
     refreshed: Optional[dict] = None  # refresh_records: what was done to the records before selecting
+    halted: Optional[str] = None  # a resource met what stops every resource (etcd's space alarm, rejected credentials)
 
 
 # -- options ---------------------------------------------------------------------------------------------------
@@ -294,9 +295,20 @@ def _counters(entry: dict, counters) -> None:
                  progress=mig.progress_fields(counters))
 
 
+# A rewrite keeps every object's previous value in etcd until the next compaction; above this, say so (etcd's
+# --quota-backend-bytes is 2 GiB by default, and its space alarm makes the whole cluster read-only).
+REWRITE_WARN_BYTES = 256 * 1024 * 1024
+
+
 def _warn_fallback(run: Run, name: str, counters) -> None:
     if counters.write_fallback:
         run.mod.warn(f"{name}: {counters.write_fallback}")
+    if (counters.bytes_to_rewrite or 0) >= REWRITE_WARN_BYTES:
+        run.mod.warn(f"{name}: rewriting it adds about {counters.bytes_to_rewrite // 2 ** 20} MiB to etcd until its "
+                     "next compaction (the first chunk's size per object times the objects listed). Before such a "
+                     "migration, compare it with etcd's free space: `etcdctl endpoint status -w table` (DB SIZE) "
+                     "against --quota-backend-bytes (2 GiB when not set); compact and defragment first, or raise the "
+                     "quota, else etcd's space alarm makes the whole cluster read-only.")
 
 
 def _listed_objects(run: Run, name: str, entry: dict, migrator) -> None:
@@ -343,7 +355,7 @@ class Resource:
     def stop_reason(self, run: Run) -> Optional[str]:
         """Why this resource must stop: the task's signal (the playbook is gone), or its own Lease lost."""
         why = run.stop() if run.stop is not None else None
-        return why or (self.lease.lost if self.lease is not None and self.lease.lost else None)
+        return why or run.halted or (self.lease.lost if self.lease is not None and self.lease.lost else None)
 
 
 # How long, after a succeeded in-tree v1beta1+ migration of a CRD's resource, to wait for kube-controller-manager to
@@ -432,6 +444,8 @@ def migrate_resource(run: Run, name: str, choice: plan.BackendChoice) -> dict:
     started = time.monotonic()
     res = Resource(name, bookkeeping.bookkeeping_client(run.cluster, run.deadline))
     try:
+        if run.halted:
+            raise mig.Stopped(f"Migration of {name} not started: {run.halted}", details={"resource": name})
         if run.params["lock"]:
             # Its own bookkeeping client: the renewal runs in another thread.
             res.lease = ResourceLease(bookkeeping.bookkeeping_client(run.cluster, run.deadline), name,
@@ -443,6 +457,8 @@ def migrate_resource(run: Run, name: str, choice: plan.BackendChoice) -> dict:
     except KubeUpgradeError as error:
         entry["status"] = FAILED
         entry["error"] = str(error)
+        if isinstance(error, mig.Halted):
+            run.halted = run.halted or f"the migration of {name} stopped at once (see its error)"
     finally:
         if res.lease is not None:
             res.lease.release()

@@ -26,6 +26,9 @@ def api_error(status, message="", retry_after=None):
         (EndpointUnreachable("x"), True),
         (api_error(500, 'no kind "ConfigMap" is registered for version "v9" in scheme "x"'), False),
         (api_error(500, "request to convert CR from an invalid group/version: example.com/v9"), False),
+        (api_error(500, "etcdserver: mvcc: database space exceeded"), False),  # etcd's space alarm: read-only
+        (api_error(500, "rpc error: code = ResourceExhausted desc = etcdserver: NOSPACE"), False),
+        (api_error(401, "Unauthorized"), False),
         (api_error(403), False),
         (api_error(409), False),
         (api_error(422), False),
