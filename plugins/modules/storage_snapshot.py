@@ -13,8 +13,14 @@ description:
     exists.
   - Takes it through etcd's maintenance Snapshot stream (the same bytes as C(etcdctl snapshot save); a read, nothing is
     written to etcd), into O(dest) with mode 0600, through a partial file renamed only once it is whole.
-  - A file already at O(dest) is kept and verified, never replaced (unless O(overwrite)) - an upgrade that is resumed
-    keeps the snapshot taken before it started.
+  - A file already at O(dest) (or one this module took beside it) is kept as the way back only when it is proven this
+    cluster's and current - the UID of the C(kube-system) namespace in its restored copy is the live etcd's (etcd's
+    cluster and member IDs cannot tell - a restore writes new ones), and no revision was written since it was taken, or
+    O(upgrade_started) - a resumed upgrade keeps the snapshot taken before its first host.
+  - Otherwise a new snapshot is taken beside it (O(dest)'s name with the UTC time before its extension), the old file is
+    left untouched, and the result says why it was not kept (RV(not_kept)). Without O(etcd_endpoints) an existing file
+    is only verified, never proven the way back.
+  - With O(verify=restore), the scratch etcd copies killed runs left in O(work_dir) are removed first.
   - Verifies the integrity trailer (the sha256 etcd appends), and with O(verify=restore) restores the file into a scratch
     etcd on 127.0.0.1 in a private temporary directory, reads its revision and keys, and removes it all.
   - Returns the steps to restore it on a kubeadm control plane.
@@ -26,7 +32,14 @@ options:
     type: path
     required: true
   overwrite:
-    description: Replace a file already at O(dest) with a new snapshot.
+    description: Replace a file already at O(dest) with a new snapshot, without judging it.
+    type: bool
+    default: false
+  upgrade_started:
+    description:
+      - Whether a host already runs the target release. Then the newest snapshot of this cluster at O(dest) (or beside it)
+        is kept however many revisions were written since, as one taken now would hold what the upgraded apiservers wrote.
+      - Before that, only a snapshot no write has followed is kept; any other is superseded by a new one beside it.
     type: bool
     default: false
   verify:
@@ -82,15 +95,42 @@ EXAMPLES = r"""
 
 RETURN = r"""
 path:
-  description: The snapshot file.
+  description: The snapshot file - the way back when RV(proven) is set (a new one beside O(dest) when that was not kept).
   returned: always
   type: str
+proven:
+  description:
+    - Why RV(path) is the way back - C(taken by this run), C(this cluster's, no write since), C(this cluster's, taken
+      before a host was upgraded); empty when it is not proven (no O(etcd_endpoints) to compare with).
+  returned: always
+  type: str
+not_kept:
+  description: Files found at O(dest) or beside it that were left untouched and are not the way back, and why.
+  returned: always
+  type: list
+  elements: dict
+  contains:
+    path:
+      description: The file.
+      type: str
+    reason:
+      description: Why it is not kept (another cluster's, stale, not usable, not provable).
+      type: str
+live_revision:
+  description: The live etcd's revision when the run started, which a kept snapshot's is compared with.
+  returned: when O(etcd_endpoints) are given
+  type: int
+stale_removed:
+  description: Scratch directories (each a full etcd copy) that killed runs left in O(work_dir), removed.
+  returned: when any
+  type: list
+  elements: str
 taken:
   description: Whether this run took it (false when an existing file was kept).
   returned: always
   type: bool
 kept:
-  description: Whether a file already at O(dest) was kept (and verified).
+  description: Whether a file already at O(dest) (or one taken beside it) was kept - proven the way back, or verified.
   returned: always
   type: bool
 bytes:
@@ -162,6 +202,7 @@ def argument_spec() -> dict:
     return etcd_argument_spec(
         dest=dict(type="path", required=True),
         overwrite=dict(type="bool", default=False),
+        upgrade_started=dict(type="bool", default=False),
         verify=dict(type="str", choices=["restore", "checksum"], default="restore"),
         etcd_prefix=dict(type="str", default="/registry"),
         etcd_binary=dict(type="path"),
@@ -172,7 +213,7 @@ def argument_spec() -> dict:
 
 def main() -> None:
     KubeUpgradeModule(argument_spec(), connection=False, supports_check_mode=True,
-                      empty_result={"path": "", "taken": False, "kept": False}).run(runner.run)
+                      empty_result={"path": "", "taken": False, "kept": False, "proven": "", "not_kept": []}).run(runner.run)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 
 import etcd_fixture
 import pytest
@@ -26,6 +27,17 @@ def etcd(request, tmp_path):
 @pytest.fixture
 def plain_etcd(tmp_path):
     yield from etcd_fixture.serve(tmp_path / "etcd")
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    assert len(payload) < 128
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def namespace(name: str, uid: str) -> bytes:
+    """A Namespace as kube-apiserver stores it: k8s\x00, runtime.Unknown{typeMeta, raw: Namespace{metadata{name, uid}}}."""
+    meta = _field(1, name.encode()) + _field(5, uid.encode())
+    return b"k8s\x00" + _field(1, _field(1, b"v1") + _field(2, b"Namespace")) + _field(2, _field(1, meta)) + _field(4, b"")
 
 
 def run(capsys, args, check_mode=False):
@@ -49,6 +61,7 @@ def etcdctl_status(path):
 
 
 def test_a_snapshot_is_taken_proved_restorable_and_kept_on_the_next_run(etcd, tmp_path, capsys):
+    etcd.put("/registry/namespaces/kube-system", namespace("kube-system", "0b7c1a52-9d53-4c4e-a0f6-1c2b3d4e5f60"))
     for index in range(50):
         etcd.put(f"/registry/configmaps/default/cm-{index}", b"x" * 100)
     dest = tmp_path / "before-upgrade.db"
@@ -60,7 +73,7 @@ def test_a_snapshot_is_taken_proved_restorable_and_kept_on_the_next_run(etcd, tm
     taken = run(capsys, args)
     assert not taken.get("failed"), taken
     assert taken["changed"] and taken["taken"] and taken["verified"] == "restore", taken
-    assert taken["key_count"] == 50 and taken["revision"] >= taken["revision_before"] > 0, taken
+    assert taken["key_count"] == 51 and taken["revision"] >= taken["revision_before"] > 0, taken
     # The member's own release proved it: etcd 3.5 restored with the etcdutl beside it, 3.4 with its etcdctl.
     release = os.path.basename(os.path.dirname(etcd.binary)).lstrip("v") if etcd.version else taken["etcd_version"]
     tool = "etcdutl" if etcd.version else "etcdctl"
@@ -72,13 +85,16 @@ def test_a_snapshot_is_taken_proved_restorable_and_kept_on_the_next_run(etcd, tm
     assert status["revision"] == taken["revision"] and taken["bytes"] == dest.stat().st_size
     assert any("etcdutl snapshot restore" in step for step in taken["restore_steps"])
 
-    etcd.put("/registry/configmaps/default/after", b"y")
-    kept = run(capsys, args)  # a resumed upgrade keeps the snapshot taken before it started
+    kept = run(capsys, args)  # nothing written since: this cluster's, current
     assert not kept["changed"] and kept["kept"] and not kept["taken"] and kept["revision"] == taken["revision"], kept
+    assert kept["path"] == str(dest) and kept["proven"] == "this cluster's, no write since", kept
+    etcd.put("/registry/configmaps/default/after", b"y")
+    resumed = run(capsys, dict(args, upgrade_started=True))  # a resumed upgrade keeps the snapshot taken before it started
+    assert resumed["kept"] and resumed["path"] == str(dest) and resumed["revision"] == taken["revision"], resumed
     assert not list(tmp_path.glob("kubeupgrade-rehearsal-*")), "the scratch copy was left behind"
 
     replaced = run(capsys, dict(args, overwrite=True))
-    assert replaced["taken"] and replaced["key_count"] == 51, replaced
+    assert replaced["taken"] and replaced["key_count"] == 52 and replaced["path"] == str(dest), replaced
 
 
 def test_a_cut_or_corrupted_file_is_refused_naming_it(plain_etcd, tmp_path, capsys):
@@ -102,3 +118,95 @@ def test_taking_one_needs_etcd_and_a_writable_directory(tmp_path, capsys):
     result = run(capsys, {"dest": str(tmp_path / "a-file" / "x.db"), "verify": "checksum",
                           "etcd_endpoints": ["http://127.0.0.1:9"]})
     assert result["failed"] and "dest:" in result["msg"] and "not a writable directory" in result["msg"], result
+
+
+def _cluster(tmp_path, name, uid):
+    server = etcd_fixture.EtcdServer(tmp_path / name)
+    server.start()
+    server.put("/registry/namespaces/kube-system", namespace("kube-system", uid))
+    server.put("/registry/configmaps/default/cm", b"x" * 100)
+    return server
+
+
+def test_another_clusters_or_a_stale_file_is_never_the_way_back_and_a_resumed_upgrade_keeps_its_own(tmp_path, capsys):
+    """The default path holds cluster A's snapshot; run against cluster B it is left untouched and a new one is taken
+    beside it. On B, after writes, B's own file is stale before the upgrade, and kept once a host is upgraded - the
+    newest one taken before the upgrade, not the older one at dest."""
+    first, second = _cluster(tmp_path, "a", "11111111-aaaa-4aaa-8aaa-000000000001"), None
+    try:
+        second = _cluster(tmp_path, "b", "22222222-bbbb-4bbb-8bbb-000000000002")
+        dest = tmp_path / "etcd-before-1.33.db"
+        args = {"dest": str(dest), "work_dir": str(tmp_path), "etcd_binary": first.binary}
+        assert run(capsys, dict(args, etcd_endpoints=[first.url]))["path"] == str(dest)
+        before = dest.read_bytes()
+
+        fresh = run(capsys, dict(args, etcd_endpoints=[second.url]))
+        assert fresh["taken"] and not fresh["kept"] and fresh["path"] != str(dest), fresh
+        assert os.path.dirname(fresh["path"]) == str(tmp_path) and fresh["path"].endswith(".db"), fresh
+        assert fresh["not_kept"] == [{"path": str(dest), "reason": fresh["not_kept"][0]["reason"]}], fresh
+        assert "another cluster's" in fresh["not_kept"][0]["reason"] and "11111111-" in fresh["not_kept"][0]["reason"], fresh
+        assert fresh["path"] in fresh["restore_steps"][0] and str(dest) not in fresh["restore_steps"][0], fresh
+        assert dest.read_bytes() == before, "the other cluster's file was changed"
+
+        second.put("/registry/configmaps/default/written-since", b"y")
+        time.sleep(1.1)  # the next one's name has another second
+        stale = run(capsys, dict(args, etcd_endpoints=[second.url]))
+        assert stale["taken"] and stale["path"] not in (str(dest), fresh["path"]), stale
+        assert [item["path"] for item in stale["not_kept"]] == [fresh["path"]], stale
+        assert "it is stale" in stale["not_kept"][0]["reason"], stale
+        assert dest.read_bytes() == before and os.path.exists(fresh["path"])
+
+        second.put("/registry/configmaps/default/written-by-the-new-release", b"z")
+        resumed = run(capsys, dict(args, etcd_endpoints=[second.url], upgrade_started=True))
+        assert resumed["kept"] and not resumed["taken"] and resumed["path"] == stale["path"], resumed
+        assert resumed["proven"] == "this cluster's, taken before a host was upgraded", resumed
+        assert resumed["revision"] == stale["revision"] < resumed["live_revision"], resumed
+
+        first.put("/registry/configmaps/default/written-on-a", b"a")  # cluster A, resumed: its own file, past B's two
+        own = run(capsys, dict(args, etcd_endpoints=[first.url], upgrade_started=True))
+        assert own["kept"] and own["path"] == str(dest), own
+        assert [item["path"] for item in own["not_kept"]] == [stale["path"], fresh["path"]], own
+    finally:
+        first.stop()
+        if second:
+            second.stop()
+
+
+def test_a_killed_runs_scratch_copy_is_removed_by_the_next(tmp_path, capsys, plain_etcd):
+    """... and a snapshot taken once a host is upgraded is marked so: never taken for the one from before."""
+    left = tmp_path / "kubeupgrade-rehearsal-left"
+    (left / "etcd-data").mkdir(parents=True)
+    (left / "owner.pid").write_text("999999999", encoding="ascii")
+    result = run(capsys, {"dest": str(tmp_path / "s.db"), "work_dir": str(tmp_path), "etcd_binary": plain_etcd.binary,
+                          "upgrade_started": True, **connection(plain_etcd)})
+    assert result["stale_removed"] == [str(left)] and not left.exists(), result
+    assert result["taken"] and result["path"].endswith("-after-upgrade-started.db"), result
+    assert "after a host was upgraded" in result["msg"], result["msg"]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs (needs mount rights; skipped without)."""
+    path = tmp_path / "small"
+    path.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(path)], capture_output=True, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"no tmpfs: {done.stderr.decode(errors='replace').strip()}")
+    yield path
+    subprocess.run(["umount", str(path)], check=False)
+
+
+def test_a_full_filesystem_names_the_path_and_the_space_needed(plain_etcd, small_disk, tmp_path, capsys):
+    plain_etcd.put_many([(f"/registry/configmaps/default/cm-{index}", os.urandom(2000)) for index in range(1000)])
+    time.sleep(0.3)  # etcd commits its backend every 100 ms; the dbSize its status reports follows
+    result = run(capsys, {"dest": str(small_disk / "s.db"), "verify": "checksum", **connection(plain_etcd)})
+    assert result["failed"] and result["error"]["type"] == "SnapshotError", result
+    assert result["msg"].startswith(f"dest: {small_disk} has no space left for the snapshot"), result["msg"]
+    assert "Unexpected" not in result["msg"] and result["error"]["bytes_needed"] > 1 << 20, result  # more than the disk
+    assert not list(small_disk.iterdir()), "the partial file was left"
+
+    dest = tmp_path / "s.db"
+    result = run(capsys, {"dest": str(dest), "work_dir": str(small_disk), "etcd_binary": plain_etcd.binary,
+                          **connection(plain_etcd)})
+    assert result["failed"] and result["msg"].startswith(f"work_dir: {small_disk} has no space left"), result["msg"]
+    assert str(dest.stat().st_size) in result["msg"], result["msg"]

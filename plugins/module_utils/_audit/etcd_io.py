@@ -185,7 +185,9 @@ class EtcdReader:
             response = self._pool.request("POST", endpoint + SNAPSHOT_PATH, body=b"{}", headers={"Content-Type": "application/json"},
                                           preload_content=False)
         except urllib3.exceptions.HTTPError as error:
-            raise _transport_error(endpoint, error, self.settings, mid_scan=False) from None
+            # It answered its status over the same connection settings a moment ago: TLS and the certificates work, so a
+            # reset or refusal now is etcd going away, not a certificate problem.
+            raise _stream_closed(endpoint, 0, error) from None
         size = 0
         try:
             if response.status != 200:
@@ -197,9 +199,8 @@ class EtcdReader:
                 for line in lines:
                     size += _snapshot_piece(endpoint, line, write)
             size += _snapshot_piece(endpoint, pending, write)
-        except urllib3.exceptions.HTTPError as error:
-            raise EtcdError(f"etcd at {endpoint} stopped sending the snapshot after {size} bytes ({type(error).__name__}): "
-                            "the file is incomplete; take it again", details={"endpoint": endpoint}) from None
+        except (urllib3.exceptions.HTTPError, ssl.SSLError, ConnectionError) as error:
+            raise _stream_closed(endpoint, size, error) from None
         finally:
             response.release_conn()
         return {"endpoint": endpoint, "revision_before": int((status.get("header") or {}).get("revision", 0)), "bytes": size,
@@ -398,6 +399,13 @@ def _snapshot_piece(endpoint: str, line: bytes, write: Callable[[bytes], None]) 
     blob = base64.b64decode((message.get("result") or {}).get("blob") or "")
     write(blob)
     return len(blob)
+
+
+def _stream_closed(endpoint: str, size: int, error) -> EtcdError:
+    """etcd ended the snapshot stream early, after answering its status: it stopped or restarted."""
+    return EtcdError(f"etcd at {endpoint} closed the snapshot stream after {size} bytes ({_short(str(error) or type(error).__name__)}): "
+                     "etcd stopped or restarted (it had answered its status just before); nothing was kept - check that "
+                     "etcd runs and take the snapshot again", details={"endpoint": endpoint, "bytes": size})
 
 
 def _parse_response(endpoint: str, status: int, data: bytes) -> dict:
