@@ -30,7 +30,8 @@ ETCD_FLAGS = ("etcd-servers", "etcd-cafile", "etcd-certfile", "etcd-keyfile")
 MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"  # kubeadm's and kubespray's static pod
 
 _KLOG_PROBLEM = re.compile(r"^[EF]\d{4} ")
-_NO_KIND = re.compile(r'no kind "([^"]+)" is registered for version "([^"]+)"')
+# klog's structured lines escape the quotes inside err="..." (no kind \"X\" is registered ...): both forms are read.
+_NO_KIND = re.compile(r'no kind \\?"([^"\\]+)\\?" is registered for version \\?"([^"\\]+)\\?"')
 _GATE = re.compile(r"unrecognized feature gate: ([A-Za-z0-9]+)")
 _FLAG = re.compile(r"unknown flag: (--[a-z0-9-]+)")
 
@@ -150,10 +151,14 @@ def decode_errors_in(lines: Iterable[str]) -> List[str]:
     return found
 
 
-def start_failure(lines: List[str], exit_code: Optional[int], waited: float, flags_option: Dict[str, str]) -> dict:
-    """Why the target did not come up on the copy, and what to do: a blocking verdict of its own."""
+def start_failure(lines: List[str], exit_code: Optional[int], waited: float, flags_option: Dict[str, str],
+                  log_text: Optional[str] = None) -> dict:
+    """Why the target did not come up on the copy, and what to do: a blocking verdict of its own. The kinds it cannot
+    decode come from its whole log (``log_text``) when given: ``lines`` keeps a dozen error lines, and an apiserver
+    that cannot decode six kinds logs each in lines of its own."""
     text = "\n".join(lines)
-    gate, flag, kinds = _GATE.search(text), _FLAG.search(text), decode_errors_in(lines)
+    gate, flag = _GATE.search(text), _FLAG.search(text)
+    kinds = decode_errors_in(log_text.splitlines() if log_text is not None else lines)
     how = f"exited with code {exit_code}" if exit_code is not None else f"did not become ready within {waited:.0f} s"
     if gate:
         step = (f"the target release does not know the feature gate {gate.group(1)}: remove it from the apiserver's "

@@ -369,9 +369,10 @@ def rehearse(plan_: Plan, warn=None) -> dict:
         ready = time.monotonic()
         start_problem, fatal = None, []
         if not started:
-            fatal = model.problem_lines(apiserver.log_text())
+            log_text = apiserver.log_text()
+            fatal = model.problem_lines(log_text)
             start_problem = model.start_failure(fatal, apiserver.exit_code(), ready - copied,
-                                                {k: FLAG_OPTIONS_BY_FLAG.get(k, k) for k in plan_.flags})
+                                                {k: FLAG_OPTIONS_BY_FLAG.get(k, k) for k in plan_.flags}, log_text)
         reads = _read(apiserver, etcd, stored, plan_, started)
         ignored = model.ignored_gates(apiserver.log_text())
         done = time.monotonic()

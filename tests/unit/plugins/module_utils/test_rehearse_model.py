@@ -61,6 +61,23 @@ def test_a_start_failure_blocks_with_a_next_step_that_fits_its_cause(lines, step
     assert "exited with code 1" in failure["reason"]
 
 
+@pytest.mark.parametrize("quote", ['\\"', '"'], ids=["klog-escaped", "plain"])
+def test_a_start_failure_names_every_kind_its_log_names_not_only_those_of_the_lines_kept(quote):
+    kinds = [("ResourceClaim", "resource.k8s.io/v1alpha2"), ("ResourceClaimTemplate", "resource.k8s.io/v1alpha2"),
+             ("ResourceClass", "resource.k8s.io/v1alpha2"), ("PodSchedulingContext", "resource.k8s.io/v1alpha2"),
+             ("ClusterCIDR", "networking.k8s.io/v1alpha1"), ("IPAddress", "networking.k8s.io/v1alpha1")]
+    other = [f"E1128 10:01:{i:02d}.000000 1 reflector.go:1] other failure {i}" for i in range(20)]
+    decode = [f'E1128 10:00:{i:02d}.000000 1 cacher.go:1] "Failed" err="no kind {quote}{k}{quote} is registered for '
+              f'version {quote}{v}{quote} in scheme {quote}pkg/api/legacyscheme/scheme.go:30{quote}"'
+              for i, (k, v) in enumerate(kinds)]
+    log = "\n".join(other[:10] + decode + other[10:])
+    lines = model.problem_lines(log)
+    assert model.decode_errors_in(lines) == []  # the dozen lines kept hold none of them
+    failure = model.start_failure(lines, None, 60.0, {}, log)
+    for kind, version in kinds:
+        assert f"{kind} ({version})" in failure["reason"], failure["reason"]
+
+
 def test_verdicts_from_reads_and_what_blocks():
     reads = [model.ResourceRead("pods", keys=3, served=True, objects_read=3),
              model.ResourceRead("widgets.example.com", keys=2, served=True, undecodable=1, undecodable_names=["ns/w1"]),
