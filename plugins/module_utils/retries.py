@@ -40,6 +40,18 @@ def etcd_out_of_space(error: Exception) -> bool:
     return any(text in (error.api_message or "") for text in SPACE_EXCEEDED)
 
 
+# etcd's maintenance guide, "Space quota": what ends the alarm. Compaction frees the old revisions (a rewrite keeps the
+# object's previous value until then), defragmentation gives the space back, and the alarm stays until disarmed.
+SPACE_RECOVERY = (
+    "The whole cluster is read-only until etcd's space is reclaimed (etcd's maintenance guide, \"Space quota\"), on "
+    "a control-plane node with etcdctl and the etcd client certificates: `etcdctl endpoint status --cluster -w table` "
+    "(DB SIZE against the quota), `etcdctl alarm list` (NOSPACE); compact to the current revision: `etcdctl compact "
+    "$(etcdctl endpoint status -w json | grep -o '\"revision\":[0-9]*' | cut -d: -f2)`; `etcdctl defrag "
+    "--endpoints=<member>` on each member, one at a time; then `etcdctl alarm disarm`. Raise etcd's "
+    "--quota-backend-bytes if the data needs more room: a full rewrite adds about the size of what it rewrites until "
+    "the next compaction.")
+
+
 @dataclass
 class RetryPolicy:
     attempts: int = 6  # total tries, including the first
@@ -161,6 +173,8 @@ class RetriedClient:
             return "retried until the next try would come after the task's timeout"
         if self.policy.attempts > 1 and self.policy.should_retry(error):
             return f"still failing after retrying, {retry_bound(self.policy)}"
+        if etcd_out_of_space(error):
+            return f"not retried: etcd's space alarm (NOSPACE) is raised. {SPACE_RECOVERY}"
         return "not retried: the apiserver refused" if not isinstance(error, EndpointUnreachable) else "not retried"
 
     def _timeout(self) -> Optional[float]:

