@@ -105,9 +105,12 @@ def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.mono
     seen = []
 
     def fetch():
-        observation = observer.observe(resources, include=())
+        # The first poll also reads the identity Leases: agreement among fewer apiservers than the cluster lists (one
+        # URL for two, a load balancer) says nothing about the ones not observed.
+        observation = observer.observe(resources, include=() if seen else ("leases",))
         if not seen:
             _refuse_unknown_names(observation, resources, getattr(observer, "profiles", None))
+            _refuse_partial(observation, wait)
         agreement = compare_endpoints(observation.endpoints, resources=resources, require_ready=wait.require_ready,
                                       ignore=observation.aggregated_group_versions() | set(wait.accepted))
         seen.append(agreement)
@@ -130,6 +133,22 @@ def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.mono
                      "waiting_helps": waiting_helps(agreement)},
             result=result_fields(agreement, observation, timeout.polls, agreed=False, ignore=ignore)) from None
     return agreement, len(seen)
+
+
+def _refuse_partial(observation, wait: AgreementWait) -> None:
+    """Fewer apiservers observed than the cluster lists: not agreed, and waiting does not help (a DisagreementError at
+    once, with the result fields of a wait not met)."""
+    reason = observation.not_observed_message()
+    if not reason:
+        return
+    agreement = compare_endpoints(observation.endpoints, require_ready=wait.require_ready,
+                                  ignore=observation.aggregated_group_versions() | set(wait.accepted))
+    fields = result_fields(agreement, observation, 1, agreed=False)
+    fields["waiting_helps"] = False
+    raise DisagreementError(
+        f"Not every apiserver was observed: {reason} Give every apiserver's own URL in endpoints (never the load "
+        "balancer's), then run again.",
+        details={"polls_observed": 1, "waiting_helps": False, "not_observed": True}, result=fields)
 
 
 def result_fields(agreement, observation, polls: int, agreed: bool, ignore=frozenset()) -> dict:

@@ -37,11 +37,13 @@ def require_running_release(endpoints) -> str:
     return release
 
 
-def migration_before_roll(verdict: str, releases: List[str], audit_given: bool, target_crds_given: bool) -> dict:
+def migration_before_roll(verdict: str, releases: List[str], audit_given: bool, target_crds_given: bool,
+                          not_observed: str = "") -> dict:
     """``{resources, objects_from_audit, why}``: what a play may migrate before its rolling upgrade touches a host.
 
     Nothing when every verdict is safe. Nothing while the apiservers run different releases (a roll is under way and
     being resumed: the check before each host and the final gate take over), nor when no apiserver said its release.
+    Nothing when the apiservers observed are fewer than those the cluster lists (``not_observed`` says so).
     Otherwise, with an audit, only the objects it found in a version the target cannot decode; without one - or with
     target CRD manifests, which only a check against them selects - what the records and that check select (the
     migrate role; with both, it runs first). ``why`` says why nothing is migrated while something is not safe, and
@@ -49,6 +51,9 @@ def migration_before_roll(verdict: str, releases: List[str], audit_given: bool, 
     """
     if verdict == SAFE:
         return {MIGRATE_RESOURCES: False, MIGRATE_OBJECTS_FROM_AUDIT: False, "why": ""}
+    if not_observed:  # through a load balancer, say: a migration would go to whichever apiserver answers
+        return {MIGRATE_RESOURCES: False, MIGRATE_OBJECTS_FROM_AUDIT: False,
+                "why": f"Not migrating before the rolling upgrade: {not_observed}"}
     if len(releases) > 1:
         return {MIGRATE_RESOURCES: False, MIGRATE_OBJECTS_FROM_AUDIT: False,
                 "why": ("Not migrating before the rolling upgrade: the apiservers run different releases ("

@@ -8,7 +8,7 @@ objects live in the aggregated server's own storage, not in this etcd.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
@@ -102,39 +102,16 @@ def not_stored(observation) -> List[dict]:
     return items
 
 
-def _renewed(lease) -> Optional[datetime]:
-    text = (lease.renew_time or "").replace("Z", "+00:00")
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        return None
-
-
-def live_identities(observation, now: Optional[datetime] = None, duration: int = 3600) -> List[str]:
-    """The kube-apiserver identity Leases (KEP-1965) renewed within their duration: the apiservers the cluster lists.
-    An apiserver renews its Lease every 10 s; a stopped one's expires after leaseDurationSeconds (3600)."""
-    now = now or datetime.now(timezone.utc)
-    live = []
-    for lease in observation.identity_leases:
-        renewed = _renewed(lease)
-        if renewed is None or renewed.tzinfo is None or now - renewed < timedelta(seconds=duration):
-            live.append(lease.hostname or lease.name)
-    return sorted(live)
+NOT_OBSERVED_STEP = ("give every apiserver's own URL in endpoints (kubeupgrade_apiserver_url per host, never the load "
+                     "balancer's); if an apiserver no longer exists, its Lease expires within an hour of its last renewal "
+                     "(or delete it: kubectl -n kube-system delete lease <name>), then re-run.")
 
 
 def identity_findings(observation, now: Optional[datetime] = None) -> List[Finding]:
-    """Every apiserver the cluster lists must have been observed: more live identity Leases than apiservers observed
-    means one answers through a URL that is not its own (a load balancer) or is missing from the endpoints. Releases or
-    clusters without the Leases (APIServerIdentity off) list none, and nothing can be compared."""
-    listed = live_identities(observation, now)
-    observed = [ep.endpoint for ep in observation.endpoints if ep.reachable]
-    if not listed or len(listed) <= len(observed) or len(observed) < len(observation.endpoints):
+    """Every apiserver the cluster lists must have been observed (``Observation.identity_gap``). Releases or clusters
+    without the identity Leases (APIServerIdentity off) list none, and nothing can be compared."""
+    reason = observation.not_observed_message(now)
+    if not reason:
         return []
-    return [Finding(
-        subject="(apiservers not observed)", scope="apiserver", verdict=UNKNOWN,
-        reason=f"the cluster lists {len(listed)} apiservers (identity Leases in kube-system: {', '.join(listed)}) but "
-               f"{len(observed)} were observed ({', '.join(observed)}): an apiserver not observed may write a version "
-               "no other reports. Two apiservers behind one URL (a load balancer) look like one.",
-        next_step="give every apiserver's own URL in endpoints (kubeupgrade_apiserver_url per host, never the load "
-                  "balancer's); if an apiserver no longer exists, its Lease expires within an hour of its last renewal "
-                  "(or delete it: kubectl -n kube-system delete lease <name>), then re-run.")]
+    return [Finding(subject="(apiservers not observed)", scope="apiserver", verdict=UNKNOWN, reason=reason,
+                    next_step=NOT_OBSERVED_STEP)]

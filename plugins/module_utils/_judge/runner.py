@@ -153,8 +153,9 @@ def run(module) -> dict:
     seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
     _warn(module, judgement, seen)
     result = result_of(judgement, seen, title=_title(params, release_name), resources=resources)
-    result["migration"] = decisions.migration_before_roll(result["verdict"], result["releases"], options.audit is not None,
-                                                          bool(params["target_crds"]))
+    result["migration"] = decisions.migration_before_roll(
+        result["verdict"], result["releases"], options.audit is not None, bool(params["target_crds"]),
+        not_observed=seen.not_observed_message(options.now) if seen is not None else "")
     if options.offline:
         result["running_releases"] = running
     if params.get("upgrading"):

@@ -9,7 +9,8 @@ a server, and a test can build an ``Observation`` from recorded documents.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Dict, List, Optional
+from datetime import datetime, timedelta, timezone
+from typing import Dict, List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
@@ -209,6 +210,16 @@ class IdentityLease:
     hostname: Optional[str] = None
     renew_time: Optional[str] = None
 
+    def renewed(self) -> Optional[datetime]:
+        text = (self.renew_time or "").replace("Z", "+00:00")
+        try:
+            return datetime.fromisoformat(text)
+        except ValueError:
+            return None
+
+
+IDENTITY_LEASE_SECONDS = 3600  # an apiserver renews its identity Lease every 10 s; a stopped one's expires after this
+
 
 @dataclass
 class Observation:
@@ -224,6 +235,38 @@ class Observation:
     api_services: Dict[str, ObservedApiService] = field(default_factory=dict)  # by group/version
     api_services_read: bool = False  # False: whether a failed group is aggregated cannot be told
     warnings: List[str] = field(default_factory=list)
+
+    def live_identities(self, now: Optional[datetime] = None, duration: int = IDENTITY_LEASE_SECONDS) -> List[str]:
+        """The kube-apiserver identity Leases (KEP-1965) renewed within their duration: the apiservers the cluster
+        lists (empty when they were not read, or the release or cluster has none: APIServerIdentity off)."""
+        now = now or datetime.now(timezone.utc)
+        live = []
+        for lease in self.identity_leases:
+            renewed = lease.renewed()
+            if renewed is None or renewed.tzinfo is None or now - renewed < timedelta(seconds=duration):
+                live.append(lease.hostname or lease.name)
+        return sorted(live)
+
+    def identity_gap(self, now: Optional[datetime] = None) -> Optional[Tuple[List[str], List[str]]]:
+        """(the apiservers the cluster lists, the endpoints observed) when the identity Leases outnumber the apiservers
+        observed: one answers through a URL that is not its own (a load balancer) or is missing from the endpoints, so
+        nothing may be written from this observation. None when they do not, or nothing can be compared (no Leases;
+        an endpoint unreachable, which is reported as such)."""
+        listed = self.live_identities(now)
+        observed = [ep.endpoint for ep in self.endpoints if ep.reachable]
+        if not listed or len(listed) <= len(observed) or len(observed) < len(self.endpoints):
+            return None
+        return listed, observed
+
+    def not_observed_message(self, now: Optional[datetime] = None) -> str:
+        """Why this observation does not cover every apiserver the cluster lists (``identity_gap``), else ``""``."""
+        gap = self.identity_gap(now)
+        if gap is None:
+            return ""
+        listed, observed = gap
+        return (f"the cluster lists {len(listed)} apiservers (identity Leases in kube-system: {', '.join(listed)}) but "
+                f"{len(observed)} were observed ({', '.join(observed)}): an apiserver not observed may write a version no "
+                "other reports. Two apiservers behind one URL (a load balancer) look like one.")
 
     def failed_group_versions(self, ignore=()) -> Dict[str, List[str]]:
         """Each group/version whose discovery failed on a reachable apiserver, with those apiservers (``ignore`` left

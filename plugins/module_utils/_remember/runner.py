@@ -72,7 +72,7 @@ def run(module) -> dict:
     wanted = None if params["state"] == "absent" else params["resources"] or None
 
     def observe_now():
-        return module.observer(profiles).observe(wanted, include=())
+        return module.observer(profiles).observe(wanted, include=("leases",) if params["state"] == "present" else ())
 
     observation = observe_now()
     if not any(e.reachable for e in observation.endpoints):
@@ -88,6 +88,10 @@ def run(module) -> dict:
             "the control plane could miss the storage versions the others write. Run again once every apiserver answers "
             "(or leave out the endpoints of apiservers that were removed from the control plane)",
             result={**EMPTY_RESULT, "unreachable_endpoints": unreachable})
+    not_observed = observation.not_observed_message()
+    if not_observed:
+        raise KubeUpgradeError(f"No StorageState record was written: {not_observed} Give every apiserver's own URL in "
+                               "endpoints, then run again", result=dict(EMPTY_RESULT))
     check_served(params, observation, profiles)
     if measured is not None and not measured.covers_absent:
         module.warn("the audit was limited to some resources or found keys outside the apiserver's key layout: resources "

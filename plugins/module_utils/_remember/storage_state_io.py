@@ -325,6 +325,10 @@ def refresh_before_use(module, observation, resources, reobserve: Callable[[], o
                         "from part of the control plane could miss what the others store; they are refreshed once every "
                         "apiserver answers")
         return None, observation
+    not_observed = observation.not_observed_message()
+    if not_observed:
+        module.warn(f"no StorageState record was refreshed: {not_observed}")
+        return None, observation
     request = Refresh(resources, check_mode=module.check_mode)
     refreshed, observation = refresh(module.client(), observation, request, reobserve=reobserve, warn=module.warn)
     refreshed.pop("diff")

@@ -58,3 +58,10 @@ MIXED_WHY = ("Not migrating before the rolling upgrade: the apiservers run diffe
 def test_what_is_migrated_before_the_roll(verdict, releases, audit, crds, resources, objects, why):
     assert decisions.migration_before_roll(verdict, releases, audit, crds) == {
         "resources": resources, "objects_from_audit": objects, "why": why}
+
+
+def test_nothing_is_migrated_before_the_roll_while_an_apiserver_the_cluster_lists_was_not_observed():
+    reason = "the cluster lists 2 apiservers (identity Leases in kube-system: a, b) but 1 were observed (https://lb)"
+    found = decisions.migration_before_roll("needs_migration", ["1.35"], True, False, not_observed=reason)
+    assert found == {"resources": False, "objects_from_audit": False,
+                     "why": f"Not migrating before the rolling upgrade: {reason}"}
