@@ -149,20 +149,23 @@ class RetriedClient:
     One instance per thread: ``explain`` describes the last request given up by this instance.
     """
 
-    def __init__(self, client, policy: RetryPolicy, timing: Optional[RetryClock] = None, on_retry=None):
+    def __init__(self, client, policy: RetryPolicy, timing: Optional[RetryClock] = None, on_retry=None,
+                 request_timeout: Optional[float] = None):
         self.client = client
         self.policy = policy
         self.timing = timing or RetryClock()
         self.on_retry = on_retry
+        self.request_timeout = request_timeout  # each try waits at most this long for its answer (None: the settings')
         self.endpoint = getattr(client, "endpoint", None)
         self.settings = getattr(client, "settings", None)
         self._deadline_hit = False
 
-    def bounded(self, deadline: Optional[Deadline], sleep=None) -> RetriedClient:
-        """The same client and policy, giving up at ``deadline`` too (the earlier one wins), sleeping with ``sleep``."""
+    def bounded(self, deadline: Optional[Deadline], sleep=None, request_timeout: Optional[float] = None) -> RetriedClient:
+        """The same client and policy, giving up at ``deadline`` too (the earlier one wins), sleeping with ``sleep``;
+        ``request_timeout`` caps each try's wait for an answer, so several tries fit before ``deadline``."""
         return RetriedClient(self.client, self.policy,
                              RetryClock(sleep=sleep or self.timing.sleep, deadline=self.timing.deadline.earlier(deadline)),
-                             self.on_retry)
+                             self.on_retry, request_timeout or self.request_timeout)
 
     def remaining(self) -> Optional[float]:
         return self.timing.deadline.remaining()
@@ -178,11 +181,15 @@ class RetriedClient:
         return "not retried: the apiserver refused" if not isinstance(error, EndpointUnreachable) else "not retried"
 
     def _timeout(self) -> Optional[float]:
+        """Each try's wait for its answer: the settings' (or ``request_timeout``), cut to what is left before the
+        deadline; read again before every try, so a retry never waits past the deadline either."""
         remaining = self.remaining()
-        if remaining is None:
-            return None
         base = float(getattr(self.settings, "timeout", 30.0) or 30.0)
-        return max(MIN_REQUEST_TIMEOUT, min(base, remaining))
+        if self.request_timeout:
+            base = min(base, float(self.request_timeout))
+        elif remaining is None:
+            return None
+        return max(MIN_REQUEST_TIMEOUT, base if remaining is None else min(base, remaining))
 
     def _call(self, fn):
         timing = RetryClock(sleep=self.timing.sleep, deadline=self.timing.deadline)
@@ -193,17 +200,20 @@ class RetriedClient:
             self._deadline_hit = timing.deadline_hit or (self.remaining() is not None and self.remaining() <= 0)
             raise
 
+    def _send(self, method: str, path: str, query, body, options: dict):
+        """One try; its timeout is the caller's when given, else ``_timeout()`` as of this try."""
+        if not options.get("timeout"):
+            timeout = self._timeout()
+            if timeout is not None:
+                options = dict(options, timeout=timeout)
+        return self.client.request(method, path, query=query, body=body, **options)
+
     def request(self, method: str, path: str, query=None, body=None, **options):
-        timeout = self._timeout()
-        if timeout is not None and not options.get("timeout"):
-            options["timeout"] = timeout
-        return self._call(lambda: self.client.request(method, path, query=query, body=body, **options))
+        return self._call(lambda: self._send(method, path, query, body, options))
 
     def _json(self, method: str, path: str, query=None, body=None, **options) -> dict:
-        timeout = self._timeout()
-        if timeout is not None:
-            options["timeout"] = timeout
-        return self._call(lambda: self.client.request(method, path, query=query, body=body, **options).json())
+        options.pop("timeout", None)  # always the client's own, cut to the deadline
+        return self._call(lambda: self._send(method, path, query, body, options).json())
 
     def get(self, path: str, query=None, accept: str = "application/json") -> dict:
         return self._json("GET", path, query=query, accept=accept)

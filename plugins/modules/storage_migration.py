@@ -230,9 +230,15 @@ options:
     type: bool
     default: true
   lock_duration:
-    description: Seconds a Lease stays valid without renewal (it is renewed every third of it).
+    description:
+      - Seconds a Lease stays valid without renewal (it is renewed every third of it). A renewal that fails is retried
+        until the Lease would expire, each try waiting a sixth of it at most for an answer.
+      - "The default, 90, is the migration's retry budget, so an outage the writes ride out (an etcd member stopped,
+        restarted or defragmented behind the apiserver, whose requests hang, then fail) does not cost the Lease. It is
+        also how long a run killed without releasing its Lease holds back the next one, which says whose Lease it
+        waits for and until when."
     type: int
-    default: 30
+    default: 90
   progress_file:
     description:
       - A file the module rewrites with progress lines while it runs. Set by the collection's action plugin, which
@@ -498,7 +504,7 @@ def argument_spec() -> dict:
         "prune_crd_stored_versions": {"type": "bool", "default": True},
         "keep_migration_objects": {"type": "bool", "default": False},
         "lock": {"type": "bool", "default": True},
-        "lock_duration": {"type": "int", "default": 30},
+        "lock_duration": {"type": "int", "default": 90},
         "checkpoint_dir": {"type": "path"},
         "progress_file": {"type": "path"},
         "objects_from_audit": {"type": "raw"},

@@ -54,3 +54,40 @@ def steps(problems: Dict[str, Optional[str]]) -> str:
         grouped.setdefault(problem if problem in _STEPS else NO_ANSWER, []).append(url)
     order = [CREDENTIALS, ANONYMOUS, FORBIDDEN, TLS, NOT_JSON, NO_ANSWER]
     return "; ".join(step(kind, ", ".join(grouped[kind])) for kind in order if kind in grouped)
+
+
+# What an apiserver says when the etcd behind it did not answer in time: its storage layer's own timeout (etcd's
+# "request timed out", gRPC's "context deadline exceeded" or "Unavailable"), or its request timeout (HTTP 504).
+_ETCD_MARKERS = ("etcdserver:", "context deadline exceeded", "rpc error", "Timeout: request did not complete",
+                 "etcd cluster is unavailable")
+
+
+def unanswered(status: Optional[int], message: str, endpoint: str, timeout: Optional[float] = None) -> str:
+    """What did not answer, as observed from one failed request: etcd behind the apiserver, the apiserver, or the
+    network. ``status`` None: no HTTP answer (``message`` is the socket's error)."""
+    where = endpoint or "the apiserver"
+    text = (message or "").strip()
+    if status is not None:
+        quoted = f"'{text[:200]}'" if text else "no message"
+        if status == 504 or any(marker in text for marker in _ETCD_MARKERS):
+            return f"the apiserver {where} answered HTTP {status} {quoted}: etcd behind it did not answer"
+        return f"the apiserver {where} answered HTTP {status} {quoted}"
+    lowered = text.lower()
+    if "refused" in lowered:
+        return f"no TCP answer from {where}: the connection was refused (no apiserver listening there)"
+    if "read operation timed out" in lowered or "read timed out" in lowered:
+        waited = f" within {timeout:g}s" if timeout else ""
+        return (f"the apiserver {where} took the request but sent no answer{waited}: it was waiting on what is behind "
+                "it, most likely its etcd")
+    if "reset" in lowered or "closed" in lowered or "eof" in lowered or "broken pipe" in lowered:
+        return f"the connection to {where} was dropped ({text[:120]})"
+    return f"no answer from {where} ({text[:160]}): the apiserver or the network to it"
+
+
+def unanswered_step(status: Optional[int], message: str) -> str:
+    """The next step that goes with ``unanswered``."""
+    described = unanswered(status, message, "x")
+    if "etcd" in described:
+        return ("Check the etcd member that apiserver talks to (etcdctl endpoint health and endpoint status: a member "
+                "stopped, restarting or being defragmented), then re-run; the migration resumes from its checkpoint")
+    return "Check that the apiserver is running and reachable from here, then re-run; the migration resumes from its checkpoint"

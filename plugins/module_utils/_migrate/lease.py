@@ -9,7 +9,11 @@ Lease for a whole lease duration is told to stop (someone else may take over).
 
 Every request goes through the client it is given: the runner hands a ``RetriedClient`` with the
 migration's retry policy and the task's deadline, so a 503, a dropped connection or a 429 is ridden out
-as the migration's own LIST and PATCH are. A renewal retries only until the Lease would have expired.
+as the migration's own LIST and PATCH are. A renewal retries until the Lease would expire (its duration after the last
+renewal that got through, counted from when that renewal was sent), each try with a request timeout of a sixth of the
+duration at most, so an apiserver waiting on a stopped etcd member gets several tries, not one that takes the whole
+duration. ``DEFAULT_DURATION`` (90 s, the migration's retry budget) is long enough for the Lease to outlast what the
+writes ride out: an etcd member stopped or restarted (20 s, then the apiserver's reconnection) costs time, not the run.
 A write whose answer was lost (the connection dropped after the apiserver stored it) looks like a 409 on
 its retry: the Lease is read again, and a Lease naming this run as holder is ours.
 """
@@ -22,7 +26,7 @@ import time
 from datetime import datetime, timedelta, timezone
 from typing import Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import NO_RETRY, RetriedClient
@@ -31,6 +35,13 @@ NAMESPACE = paths.LEASE_NAMESPACE
 LEASES_PATH = paths.LEASE_COLLECTION
 PREFIX = "kubeupgrade-storage-migration-"
 MICROTIME = "%Y-%m-%dT%H:%M:%S.%fZ"
+# client-go's leader election uses 15 s with a 10 s renew deadline: a controller fails over fast. This Lease locks a
+# run that may take an hour, and losing it fails the run: it lasts as long as the migration retries a request (90 s),
+# so an outage the writes ride out does not cost the Lease. A run killed without releasing it blocks the next one
+# this long at most (the next run says whose Lease it waits for, and until when).
+DEFAULT_DURATION = 90
+# A renewal's try waits at most this share of the duration for its answer: several tries fit before it expires.
+RENEW_TRIES = 6
 
 
 def lease_name(resource: str) -> str:
@@ -64,6 +75,31 @@ def holder_of(lease: dict, now: datetime) -> Optional[str]:
     return holder if renewed + timedelta(seconds=float(duration)) > now else None
 
 
+def what_did_not_answer(error: ApiError, timeout: Optional[float] = None) -> str:
+    """Pure: what a failed request observed did not answer (etcd behind the apiserver, the apiserver, the network)."""
+    message = str(error) if error.status is None else (error.api_message or error.reason or "")
+    return diagnosis.unanswered(error.status, message, error.endpoint or "", timeout)
+
+
+def next_step(error: ApiError) -> str:
+    return diagnosis.unanswered_step(error.status, str(error) if error.status is None else (error.api_message or ""))
+
+
+def waiting_line(resource: str, lease: Optional[dict], holder: str, until: Optional[float], now: datetime) -> str:
+    """Pure: the progress line of a run waiting for another run's Lease: whose, when it expires unrenewed, and how
+    long this run waits at most (``until``: seconds left before the task's timeout, None: no timeout)."""
+    spec = (lease or {}).get("spec") or {}
+    renewed = _parse(spec.get("renewTime")) or _parse(spec.get("acquireTime"))
+    text = f"{resource}: waiting for Lease {NAMESPACE}/{lease_name(resource)}, held by {holder}"
+    if renewed is not None:
+        expires = renewed + timedelta(seconds=float(spec.get("leaseDurationSeconds") or 0))
+        text += (f" (renewed {max(0.0, (now - renewed).total_seconds()):.0f}s ago; expires at "
+                 f"{expires.strftime('%H:%M:%S')} UTC unless renewed)")
+    if until is not None:
+        text += f"; waiting until {(now + timedelta(seconds=until)).strftime('%H:%M:%S')} UTC at most (the task's timeout)"
+    return text
+
+
 class _Halted(Exception):
     """The renewal was told to stop while it waited to retry."""
 
@@ -71,7 +107,7 @@ class _Halted(Exception):
 class ResourceLease:
     """Acquire, renew in the background, and release the Lease of one resource."""
 
-    def __init__(self, client, resource: str, holder: str, duration: int = 30, now=None):
+    def __init__(self, client, resource: str, holder: str, duration: int = DEFAULT_DURATION, now=None):
         self.client = client if isinstance(client, RetriedClient) else RetriedClient(client, NO_RETRY)
         self.resource = resource
         self.name = lease_name(resource)
@@ -83,6 +119,7 @@ class ResourceLease:
         self._lease: Optional[dict] = None
         self._halt = threading.Event()
         self._thread: Optional[threading.Thread] = None
+        self.on_wait = None  # called with a progress line while another run holds the Lease
 
     @property
     def label(self) -> str:
@@ -151,6 +188,9 @@ class ResourceLease:
             raise self._failed(error) from None
         if other is not None:
             self.waited_for = other
+            if self.on_wait is not None:
+                remaining = self.client.remaining()
+                self.on_wait(waiting_line(self.resource, self._lease, other, remaining, self.now()))
         return other
 
     def acquire(self, deadline: Deadline, poll: float = 2.0, sleep=time.sleep) -> None:
@@ -181,9 +221,11 @@ class ResourceLease:
             raise _Halted()
 
     def _renew_once(self, last_ok: float) -> None:
-        """One renewal, retried until the Lease would expire (``last_ok + duration``) or the task's deadline."""
+        """One renewal, retried until the Lease would expire (``last_ok + duration``) or the task's deadline; each try
+        waits a sixth of the duration at most, so a try stuck behind a stopped etcd does not use up the Lease."""
         expires = Deadline(last_ok + self.duration, self.client.timing.clock)
-        client = self.client.bounded(expires, sleep=self._halting_sleep)
+        client = self.client.bounded(expires, sleep=self._halting_sleep,
+                                     request_timeout=max(1.0, self.duration / RENEW_TRIES))
         body = dict(self._lease, spec=self._spec(acquire=False))
         try:
             self._lease = client.request("PUT", self.path, body=body).json()
@@ -200,21 +242,30 @@ class ResourceLease:
         clock = self.client.timing.clock  # the task's clock: the retry's deadline is on it
         last_ok = clock()
         interval = max(1.0, self.duration / 3.0)
-        while not self._halt.wait(interval):
+        wait = interval
+        while not self._halt.wait(wait):
+            sent = clock()  # the renewTime written: the Lease expires a duration after it, whenever the answer came
             try:
                 self._renew_once(last_ok)
-                last_ok = clock()
+                last_ok = sent
+                wait = max(0.0, last_ok + interval - clock())  # a renewal answered late is followed at once
             except _Halted:
                 return
             except ApiError as error:
-                # Lost once the next renewal would come after the Lease expired: another run may take it then.
-                if error.status == 409 or clock() + interval - last_ok >= self.duration:
-                    last = f"last error: {error.status or 'no answer'} from {error.endpoint or 'the apiserver'}"
-                    self.lost = (f"its Lease {self.label} was taken over by another run ({last}); let that run finish"
-                                 if error.status == 409
-                                 else f"its Lease {self.label} could not be renewed before it expires ({self.duration}s "
-                                      f"after its last renewal), so another run may take it over ({last}). Re-run once that apiserver answers")
+                # Lost once the Lease expired unrenewed (another run may take it then), or taken over by another run.
+                if error.status == 409 or clock() + 1.0 - last_ok >= self.duration:
+                    self.lost = self._lost_message(error, clock() - last_ok)
                     return
+                wait = 1.0  # refused before it expired (a 403, a 422): try again shortly, not in a tight loop
+
+    def _lost_message(self, error: ApiError, unrenewed: float) -> str:
+        if error.status == 409:
+            return (f"its Lease {self.label} was taken over by another run (last error: HTTP 409 from "
+                    f"{error.endpoint or 'the apiserver'}); let that run finish")
+        return (f"its Lease {self.label} could not be renewed for {unrenewed:.0f}s, its whole duration "
+                f"(lock_duration {self.duration}s), so another run may take it over: "
+                f"{what_did_not_answer(error, max(1.0, self.duration / RENEW_TRIES))}. "
+                f"{next_step(error)}")
 
     def release(self) -> None:
         """Stop renewing and free the Lease (holder cleared), so the next run need not wait for expiry."""

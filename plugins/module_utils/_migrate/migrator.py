@@ -421,6 +421,14 @@ class ClientMigrator:
                 raise self._timeout() from None
             raise
 
+    def stall_reason(self) -> str:
+        """Why no object is being written, as observed, for a stalled progress line: the failures in a row, else
+        requests still waiting for their answer."""
+        with self._lock:
+            failing = self._streak.describe(self.deadline.clock())
+        where = getattr(self.client, "endpoint", None) or "the apiserver"
+        return failing or f"no answer yet from {where} (waiting on the apiserver, or on etcd behind it)"
+
     # -- LIST --------------------------------------------------------------------------------------------------
     def _list_once(self, token: Optional[str]) -> dict:
         self.limiter.acquire()

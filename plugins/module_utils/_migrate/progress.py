@@ -4,7 +4,8 @@
 A module cannot print while it runs. The ``storage_migration`` action plugin gives the module a
 status file; the module rewrites it (atomically, at most every ``interval`` seconds and when a
 resource finishes) with one line per finished resource and one line per running resource
-(done/total, rate, ETA). The action plugin prints new lines as they appear, and touches a heartbeat
+(done/total, rate, ETA; once no object was written for ``STALLED_AFTER`` seconds, how long it has been stalled and
+why, instead of a rate and ETA that no longer say anything). The action plugin prints new lines as they appear, and touches a heartbeat
 file next to it; when the heartbeat stops (the playbook was killed) or the module's parent process is
 gone, ``StopSignal`` tells the migration to stop between chunks, before any record is written.
 """
@@ -29,6 +30,40 @@ def rate_line(resource: str, done: int, total: Optional[int], seconds: float) ->
     if total is not None and rate > 0 and total > done:
         text += f", ETA {(total - done) / rate:.0f}s"
     return text
+
+
+# No object written for this long: the running line says the migration is stalled, and why, instead of a rate.
+STALLED_AFTER = 10.0
+
+
+def stalled_line(resource: str, done: int, total: Optional[int], seconds: float, why: str) -> str:
+    """Pure: ``configmaps: 550/1501 objects, stalled for 12s: <why>``."""
+    text = f"{resource}: {done}/{total if total is not None else '?'} objects, stalled for {seconds:.0f}s"
+    return text + (f": {why}" if why else "")
+
+
+class Pace:
+    """The running line of one resource from its counters as they move: a rate while objects are written, the time
+    since the last one and why once it stalls (``stalled_after``: longer when a low qps spaces the writes out).
+    ``clock`` is the caller's (monotonic seconds). Shared by the chunk's callback and the ticker: locked."""
+
+    def __init__(self, resource: str, clock=time.monotonic, stalled_after: float = STALLED_AFTER):
+        self.resource = resource
+        self.clock = clock
+        self.stalled_after = stalled_after
+        self.started = clock()
+        self.moved = self.started
+        self.done = 0
+        self._lock = threading.Lock()
+
+    def line(self, done: int, total: Optional[int], why: str = "") -> str:
+        with self._lock:
+            now = self.clock()
+            if done != self.done:
+                self.done, self.moved = done, now
+            if now - self.moved >= self.stalled_after:
+                return stalled_line(self.resource, done, total, now - self.moved, why)
+            return rate_line(self.resource, done, total, now - self.started)
 
 
 def finished_line(entry: dict) -> str:

@@ -18,6 +18,7 @@ one resource's Lease stops that resource, not the others of the task.
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -39,10 +40,11 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.clust
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.lease import ResourceLease
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progress import (
+    STALLED_AFTER,
+    Pace,
     StatusFile,
     StopSignal,
     finished_line,
-    rate_line,
     summary_table,
     worth_a_progress_line,
 )
@@ -265,12 +267,11 @@ def _client_side(run: Run, name: str, entry: dict, crd: Optional[dict], should_s
                                 kind=observed.kind, storage_hash=run.current[name])
     options = mig.ClientOptions(chunk_size=params["chunk_size"], concurrency=params["concurrency"], qps=params["qps"],
                                 max_failures=params["max_failures"], write=params["write"])
-    started = time.monotonic()
+    pace = Pace(name, stalled_after=max(STALLED_AFTER, 3.0 / params["qps"]) if params["qps"] else STALLED_AFTER)
 
     def on_progress(progress) -> None:
-        run.status.running_line(name, rate_line(name, progress.objects_migrated,
-                                                progress.objects_migrated + (progress.objects_remaining or 0),
-                                                time.monotonic() - started))
+        run.status.running_line(name, pace.line(progress.objects_migrated, progress.objects_migrated
+                                                + (progress.objects_remaining or 0)))
 
     hooks = mig.Hooks(gate=gate_for(run, name), gate_interval=params["poll_interval"], should_stop=should_stop,
                       on_progress=on_progress)
@@ -280,13 +281,30 @@ def _client_side(run: Run, name: str, entry: dict, crd: Optional[dict], should_s
         return
     migrator = mig.ClientMigrator(run.cluster, target, options, run.identity, run.store)
     migrator.configure(run.deadline, hooks)
+    ticking = _tick(run, name, pace, migrator)
     try:
         progress = migrator.run()
     finally:
+        ticking.set()
         _counters(entry, migrator.progress)
         _warn_fallback(run, name, migrator.progress)
     entry["verified"] = progress.verified
     entry["status"] = plan.SUCCEEDED if progress.verified else FAILED
+
+
+def _tick(run: Run, name: str, pace: Pace, migrator) -> threading.Event:
+    """Between chunks too, the running line follows the counters; once nothing is written for a while it says the
+    migration is stalled and why (an etcd outage behind the apiserver), not a rate of the past. Set the event to stop."""
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.wait(run.status.interval):
+            counters = migrator.progress
+            total = counters.objects_listed + (counters.objects_remaining or 0)
+            run.status.running_line(name, pace.line(counters.objects_migrated, total, migrator.stall_reason()))
+
+    threading.Thread(target=tick, daemon=True).start()
+    return done
 
 
 def _counters(entry: dict, counters) -> None:
@@ -451,6 +469,7 @@ def migrate_resource(run: Run, name: str, choice: plan.BackendChoice) -> dict:
             res.lease = ResourceLease(bookkeeping.bookkeeping_client(run.cluster, run.deadline), name,
                                       f"{run.identity.run_id}@{socket.gethostname()}",
                                       duration=int(run.params["lock_duration"]))
+            res.lease.on_wait = lambda line: run.status.running_line(name, line)  # whose Lease, and until when
             res.lease.acquire(run.deadline)
             entry["lease"] = res.lease.name
         _migrate_locked(run, res, entry, choice)
