@@ -101,16 +101,19 @@ def _judge_one(name, observation, target, profiles, options):
                 "next_step": f"remove the record (kubeupgrade.storage.storage_state with state=absent and resources: "
                              f"[{name}]); if objects of it may remain in etcd, kubeupgrade.storage.storage_version_audit "
                              "lists them"}
-    decision = steps.decide(steps.Case(name, is_custom, view, ev, observation, profiles))
+    case = steps.Case(name, is_custom, view, ev, observation, profiles)
+    decision = steps.decide(case)
     count = (options.counts or {}).get(name)
     if options.counts is not None:
-        decision = _with_count(decision, count, steps.Case(name, is_custom, view, ev, observation, profiles))
+        decision = _with_count(decision, count, case)
     verdict, reason, next_step, objects = decision
     running = steps.running_can_read(name, is_custom, view, observation, profiles)
     if running is False and verdict in (SAFE, NEEDS_MIGRATION) and objects != OBJECTS_NONE:
         next_step += (f" Note: the apiservers running now cannot read {view.storage_version}, which the target writes: "
                       f"once the target has written objects, rolling back needs a migration back first.")
-    named, named_note = measured.object_names(options.audit, name, _readable(view)) if verdict != SAFE else ([], "")
+    # a resource the target may not serve at all: every stored object is at stake, whatever its version
+    readable = set() if verdict == UNKNOWN and steps.served_behind_flags(case) else _readable(view)
+    named, named_note = measured.object_names(options.audit, name, readable) if verdict != SAFE else ([], "")
     if named:
         reason += f" In etcd: {', '.join(named)}" + (f" {named_note}." if named_note else ".")
     elif named_note:

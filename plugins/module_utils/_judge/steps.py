@@ -7,6 +7,7 @@ Every next step is one that clears the verdict when followed: migrate (then the 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import List, Optional
 
@@ -228,10 +229,52 @@ def _doubt_text(case: Case) -> str:
     return "; ".join(texts)
 
 
+_PRERELEASE = re.compile(r"^v\d+(alpha|beta)\d+$")
+
+
+def served_behind_flags(case: Case) -> Optional[str]:
+    """Why the target release may not serve ``case.name`` at all, else None: its release data lists only alpha or beta
+    versions for it, which a kube-apiserver serves only when --runtime-config and --feature-gates enable them (alpha
+    always off by default, new beta APIs off since Kubernetes 1.24, KEP-3136), and no running apiserver serves any of
+    them now, so the cluster's flags, carried over to the target, cannot be assumed to enable them. Objects of a
+    resource the target does not serve are unreachable after the switch (404 on every version)."""
+    release = case.view.release
+    if case.is_custom or release is None or not case.view.exists or case.profiles is None:
+        return None
+    entry = case.profiles.get(release).get(case.name) if release in case.profiles else None
+    served = list(entry.served) if entry is not None else []
+    reachable = [ep for ep in case.observation.endpoints if ep.reachable] if case.observation is not None else []
+    if not served or not reachable or not all(_PRERELEASE.match(version) for version in served):
+        return None  # a GA version is served at defaults; offline (no apiserver answered) the flags cannot be compared
+    now = {version for ep in reachable if ep.resources.get(case.name) is not None
+           for version in ep.resources[case.name].served_versions}
+    if now & set(served):
+        return None
+    running = ", ".join(discovery.sort_versions(now)) if now else "none of its versions"
+    return (f"Kubernetes {release} serves {case.name} only in {', '.join(discovery.sort_versions(served))} (alpha or beta: "
+            f"served only when the apiserver's --runtime-config and --feature-gates enable it), and the apiservers "
+            f"running now serve {running}, so nothing shows this cluster's flags enable it on the target; if they do not, "
+            "its objects are unreachable after the switch (404 on every version)")
+
+
+def behind_flags(case: Case, decision):
+    """A verdict the release data would give as safe (or fixed by a migration) for a resource the target may not serve
+    at all (``served_behind_flags``) is unknown instead - measured by a rehearsal with the target binary and the
+    cluster's flags, or settled by a count of nothing stored."""
+    verdict, reason, step, objects = decision
+    why = served_behind_flags(case) if verdict in (SAFE, NEEDS_MIGRATION) else None
+    if why is None:
+        return decision
+    return (UNKNOWN, f"{why}. The release data alone would say: {reason}",
+            f"rehearse with the target binary and the cluster's flags (kubeupgrade_rehearsal; storage_rehearsal) to measure "
+            f"whether it serves {case.name}; or, if the target's flags do not enable it, export the objects (kubectl get "
+            f"{case.name} -A -o yaml) and delete them before the switch; then re-run this check.", objects)
+
+
 def decide(case: Case):
     """``(verdict, reason, next_step, objects)`` before any count of stored objects; values no apiserver decodes
     (measured) are said in the step, whatever else the step asks for: a migration never rewrites them."""
-    verdict, reason, step, objects = _decide(case)
+    verdict, reason, step, objects = behind_flags(case, _decide(case))
     if case.ev.garbage and "no apiserver can decode" not in step:
         step = f"{step} Also: {_garbage_step(case)}"
     return verdict, reason, step, objects

@@ -1,0 +1,57 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Release data is conservative where it cannot know: a resource the target release serves only in alpha or beta
+versions is served only when the cluster's flags enable it, so a verdict never calls it safe from the release data
+alone unless a running apiserver shows the flags enable one of those versions."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import steps, views
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import NEEDS_MIGRATION, SAFE, UNKNOWN
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import EndpointObservation, ObservedResource
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+
+PROFILES = load_profiles()
+
+
+def case(name, target, served_now, reachable=True, custom=False):
+    group = name.partition(".")[2]
+    resources = {name: ObservedResource(name=name, group=group, kind="X", namespaced=False, storage_hash="h",
+                                        served_versions=list(served_now))} if served_now is not None else {}
+    endpoint = EndpointObservation(endpoint="https://cp1:6443", reachable=reachable, release="1.36", resources=resources)
+    view = views.builtin_view(name, SimpleNamespace(storage_versions=None, release=PROFILES.get(target), live=None), PROFILES)
+    return steps.Case(name, custom, view, ev=None, observation=SimpleNamespace(endpoints=[endpoint]), profiles=PROFILES)
+
+
+SAFE_DECISION = (SAFE, "every persisted version is readable.", "none: nothing to do for this resource.", None)
+
+
+@pytest.mark.parametrize("name, target, served_now, verdict", [
+    # the rollback of the finding: 1.35 has DeviceTaintRules only in v1alpha3, this 1.36 cluster serves v1beta2
+    ("devicetaintrules.resource.k8s.io", "1.35", ["v1beta2"], UNKNOWN),
+    ("devicetaintrules.resource.k8s.io", "1.35", ["v1alpha3", "v1beta2"], SAFE),  # the flags enable v1alpha3 now
+    ("devicetaintrules.resource.k8s.io", "1.35", None, UNKNOWN),  # not served now at all
+    ("clustertrustbundles.certificates.k8s.io", "1.36", ["v1beta1"], SAFE),
+    ("volumeattributesclasses.storage.k8s.io", "1.35", [], SAFE),  # v1 is GA in 1.35: served at defaults
+    ("configmaps", "1.35", ["v1"], SAFE),
+], ids=["rollback-alpha-only", "alpha-enabled-now", "not-served-now", "beta-enabled-now", "ga-served", "core"])
+def test_a_target_serving_a_resource_only_behind_flags_is_not_safe_unless_the_flags_show(name, target, served_now, verdict):
+    found = steps.behind_flags(case(name, target, served_now), SAFE_DECISION)
+    assert found[0] == verdict, found
+    if verdict == UNKNOWN:
+        assert "only in v1alpha3" in found[1] and "rehearse with the target binary" in found[2], found
+
+
+def test_a_migration_does_not_make_it_safe_either_and_unsafe_stays_unsafe():
+    needs = (NEEDS_MIGRATION, "stored in v1beta1.", "migrate.", None)
+    assert steps.behind_flags(case("devicetaintrules.resource.k8s.io", "1.35", ["v1beta2"]), needs)[0] == UNKNOWN
+    unsafe = ("unsafe", "not decodable.", "delete.", None)
+    assert steps.behind_flags(case("devicetaintrules.resource.k8s.io", "1.35", ["v1beta2"]), unsafe) == unsafe
+
+
+def test_offline_or_custom_resources_are_left_to_the_other_rules():
+    assert steps.behind_flags(case("devicetaintrules.resource.k8s.io", "1.35", None, reachable=False), SAFE_DECISION) \
+        == SAFE_DECISION
