@@ -262,8 +262,8 @@ class ResourceLease:
         if error.status == 409:
             return (f"its Lease {self.label} was taken over by another run (last error: HTTP 409 from "
                     f"{error.endpoint or 'the apiserver'}); let that run finish")
-        return (f"its Lease {self.label} could not be renewed for {unrenewed:.0f}s, its whole duration "
-                f"(lock_duration {self.duration}s), so another run may take it over: "
+        return (f"its Lease {self.label} could not be renewed before it expires (lock_duration {self.duration}s; the "
+                f"last renewal that got through was sent {unrenewed:.0f}s ago), so another run may take it over: "
                 f"{what_did_not_answer(error, max(1.0, self.duration / RENEW_TRIES))}. "
                 f"{next_step(error)}")
 

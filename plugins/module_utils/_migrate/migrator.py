@@ -265,12 +265,25 @@ class FailureStreak:
         return (f"every request since {stamp} (the last {max(0.0, now - self.started):.0f}s) failed; last: "
                 f"{describe_failure(self.last)} ({self.attempts} attempt{'s' if self.attempts != 1 else ''})")
 
+    def in_short(self, now: float) -> str:
+        """The same for a progress line: how many tries failed for how long, and what did not answer; or empty."""
+        if self.last is None:
+            return ""
+        return (f"{self.attempts} tries failed in the last {max(0.0, now - self.started):.0f}s, the last "
+                f"{self.last.method} {self.last.path}: {what_did_not_answer(self.last)}")
+
     def details(self) -> dict:
         if self.last is None:
             return {}
         return {"failed_attempts": self.attempts, "last_error": {
             "status": self.last.status, "reason": self.last.reason, "endpoint": self.last.endpoint,
             "method": self.last.method, "path": self.last.path, "message": (self.last.api_message or str(self.last))[:500]}}
+
+
+def what_did_not_answer(error: ApiError) -> str:
+    """What a failed request observed did not answer: etcd behind the apiserver, the apiserver, the network."""
+    message = str(error) if error.status is None else (error.api_message or error.reason or "")
+    return diagnosis.unanswered(error.status, message, error.endpoint or "")
 
 
 def describe_failure(error: ApiError) -> str:
@@ -425,7 +438,7 @@ class ClientMigrator:
         """Why no object is being written, as observed, for a stalled progress line: the failures in a row, else
         requests still waiting for their answer."""
         with self._lock:
-            failing = self._streak.describe(self.deadline.clock())
+            failing = self._streak.in_short(self.deadline.clock())
         where = getattr(self.client, "endpoint", None) or "the apiserver"
         return failing or f"no answer yet from {where} (waiting on the apiserver, or on etcd behind it)"
 
