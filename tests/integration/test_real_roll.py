@@ -186,3 +186,28 @@ def test_following_the_next_steps_verbatim_clears_the_block_and_the_same_play_th
     assert versions(plane) == ["v1.32.6", "v1.32.6"]
     for index in range(2):
         assert unreadable(plane, index) == []
+
+
+def test_a_rollback_to_a_release_that_serves_a_stored_resource_only_behind_an_unset_gate_blocks_before_any_host(
+        real_plane_factory, ansible_playbook, tmp_path):
+    """A 1.36 cluster stores a DeviceTaintRule (written through resource.k8s.io/v1beta2); 1.35 has the resource only as
+    v1alpha3, behind an alpha gate and runtime-config this cluster does not set. From release data alone the rollback
+    was safe, and it stranded the object half-way: now it blocks before any host, and rolls once the object is gone."""
+    plane = real_plane_factory([TODAY_TO, TODAY_TO], etcd_version=TODAY_ETCD,
+                               runtime_config={"*": {"resource.k8s.io/v1alpha3": "false"}})
+    plane.create("/apis/resource.k8s.io/v1beta2/devicetaintrules", {"metadata": {"name": "gpu-broken"}, "spec": {
+        "deviceSelector": {"driver": "gpu.example.com"}, "taint": {"key": "broken", "value": "yes", "effect": "NoSchedule"}}})
+    extra = {"kubeupgrade_etcd": plane.etcd_settings, "kubeupgrade_etcd_become": False}  # records measured, not Unknown
+    blocked = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_FROM, **extra)
+    assert blocked.rc != 0, explain(blocked)
+    assert versions(plane) == ["v1.36.2", "v1.36.2"], "a host was touched"
+    verdicts = {r["resource"]: r for r in report(tmp_path, f"preflight-{TODAY_FROM}")["resources"]}
+    taints = verdicts["devicetaintrules.resource.k8s.io"]
+    assert taints["verdict"] == "unknown" and "only in v1alpha3" in taints["reason"], taints
+    assert taints["objects_named"] == ["gpu-broken"], taints
+    delete_all(plane, "/apis/resource.k8s.io/v1beta2/devicetaintrules")
+    rolled = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_FROM, **extra)
+    assert rolled.rc == 0, explain(rolled)
+    assert versions(plane) == ["v1.35.3", "v1.35.3"]
+    for index in range(2):
+        assert unreadable(plane, index) == []
