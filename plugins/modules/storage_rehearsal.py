@@ -106,6 +106,21 @@ options:
       - The apiserver's C(--service-cluster-ip-range) (its IP allocation check reads the stored Services and IPAddresses at
         start). Default the manifest's, else C(10.96.0.0/12).
     type: str
+  emulated_version:
+    description:
+      - The target apiserver's C(--emulated-version) (compatibility versions, KEP-4330; kube-apiserver 1.31+), for
+        example C(1.35) to rehearse step 1 of a two-step upgrade - the new binary serving and storing as the current
+        release. C("") drops the manifest's.
+    type: str
+  min_compatibility_version:
+    description: The target apiserver's C(--min-compatibility-version) (kube-apiserver 1.35+). C("") drops the manifest's.
+    type: str
+  emulation_forward_compatible:
+    description:
+      - The target apiserver's C(--emulation-forward-compatible) (C(true) or C(false); kube-apiserver 1.33+), which an
+        emulated release with a beta API that has a newer version in the binary may need to become ready. C("") drops
+        the manifest's.
+    type: str
   target_crds:
     description:
       - Target CRD manifests (paths of files or directories, inline YAML, or dictionaries, as for
@@ -122,8 +137,9 @@ options:
         M(kubeupgrade.storage.storage_migration) does), then the target reads it. The proof that the migration makes
         everything readable, and a measured duration for the real one (RV(plan_migration)).
       - "Keys: C(apiserver_binary) (required), and C(feature_gates), C(runtime_config), C(encryption_config),
-        C(etcd_prefix), C(storage_media_type), C(service_cluster_ip_range) overriding the manifest's flags (which
-        describe the current apiserver)."
+        C(etcd_prefix), C(storage_media_type), C(service_cluster_ip_range), C(emulated_version),
+        C(min_compatibility_version), C(emulation_forward_compatible) overriding the manifest's flags (which describe
+        the current apiserver)."
     type: dict
   work_dir:
     description: Where the private scratch directory is made. Default the system's temporary directory.
@@ -325,6 +341,9 @@ def argument_spec() -> dict:
         etcd_prefix=dict(type="str"),
         storage_media_type=dict(type="str"),
         service_cluster_ip_range=dict(type="str"),
+        emulated_version=dict(type="str"),
+        min_compatibility_version=dict(type="str"),
+        emulation_forward_compatible=dict(type="str"),
         target_crds=dict(type="list", elements="raw", default=[]),
         migrate_with=dict(type="dict"),
         work_dir=dict(type="path"),

@@ -29,3 +29,23 @@ def test_an_apiserver_emulating_the_previous_release_is_seen_and_not_counted_as_
         "target_release": TODAY_TO, "fail_on": [], "upgrade_order": plane.endpoints, "upgrading": plane.endpoints[1]})
     roll = check["roll"]
     assert roll["done"] is False and "emulating 1.35" in roll["msg"], (roll, explain(result))
+
+
+def test_the_rehearsal_runs_the_target_at_an_emulated_version(real_plane_factory, tmp_path):
+    """Step 1 of the two-step upgrade rehearsed: the 1.36 binary at --emulated-version=1.35 on a copy of a 1.35 store."""
+    from real_binaries import rehearsal_flags, seed_135
+    from realcp.plane import binary
+
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner
+
+    plane = real_plane_factory([TODAY_FROM], etcd_version=TODAY_ETCD)
+    seed_135(plane)
+    gates = ",".join(gate for gate in rehearsal_flags(TODAY_FROM)["feature_gates"].split(",")
+                     if gate.split("=")[0] not in NOT_EMULATED)
+    params = {"apiserver_binary": binary(TODAY_TO), "apiserver_manifest": "", "etcd_endpoints": plane.etcd_settings["endpoints"],
+              "etcd_binary": plane.etcd.binary, "work_dir": str(tmp_path), "pages_per_second": 0, "names_limit": -1,
+              "runtime_config": "api/all=true", "feature_gates": gates,
+              "emulated_version": TODAY_FROM}
+    result = runner.rehearse(runner.plan(params))
+    assert result["started"] and result["flags"]["emulated-version"] == TODAY_FROM, result.get("start_failure")
+    assert result["verdict"] == "safe" and result["blocking"] == [], result["report_text"]

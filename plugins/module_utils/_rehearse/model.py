@@ -22,9 +22,10 @@ from typing import Dict, Iterable, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, SAFE, UNKNOWN, UNSAFE, VERDICT_ORDER, worst_of
 
-# The kube-apiserver flags that decide how stored data is read (copied from the cluster's apiserver).
+# The kube-apiserver flags that decide how stored data is read (copied from the cluster's apiserver); the compatibility
+# version flags (KEP-4330) decide which APIs a binary serves and which versions it stores in.
 STORAGE_FLAGS = ("encryption-provider-config", "runtime-config", "feature-gates", "etcd-prefix", "storage-media-type",
-                 "service-cluster-ip-range")
+                 "service-cluster-ip-range", "emulated-version", "min-compatibility-version", "emulation-forward-compatible")
 # Where the cluster's apiserver reads etcd (the default source of the copy).
 ETCD_FLAGS = ("etcd-servers", "etcd-cafile", "etcd-certfile", "etcd-keyfile")
 MANIFEST = "/etc/kubernetes/manifests/kube-apiserver.yaml"  # kubeadm's and kubespray's static pod

@@ -39,7 +39,9 @@ DEFAULT_FAIL_ON = [UNSAFE, REMOVED, UNKNOWN]
 # Flag option -> kube-apiserver flag; an option given overrides the manifest, "" drops the flag.
 FLAG_OPTIONS = {"encryption_config": "encryption-provider-config", "runtime_config": "runtime-config",
                 "feature_gates": "feature-gates", "etcd_prefix": "etcd-prefix", "storage_media_type": "storage-media-type",
-                "service_cluster_ip_range": "service-cluster-ip-range"}
+                "service_cluster_ip_range": "service-cluster-ip-range", "emulated_version": "emulated-version",
+                "min_compatibility_version": "min-compatibility-version",
+                "emulation_forward_compatible": "emulation-forward-compatible"}
 _VERSION = re.compile(r"Kubernetes (v(\d+)\.(\d+)\.\d+\S*)")
 MIB = 1 << 20
 

@@ -146,3 +146,14 @@ def test_no_free_port_on_loopback_is_one_clear_error(monkeypatch):
     monkeypatch.setattr(scratch.socket, "socket", Exhausted)
     with pytest.raises(scratch.RehearsalError, match="no free port on 127.0.0.1 .*Cannot assign requested address"):
         scratch.free_port()
+
+
+def test_the_compatibility_version_flags_come_from_the_manifest_and_the_options():
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner
+
+    manifest = {"emulated-version": "1.35", "min-compatibility-version": "1.34", "runtime-config": "api/all=true"}
+    flags = runner.storage_flags({"emulation_forward_compatible": "true"}, manifest)
+    assert flags == {"emulated-version": "1.35", "min-compatibility-version": "1.34", "runtime-config": "api/all=true",
+                     "emulation-forward-compatible": "true"}
+    flags = runner.storage_flags({"emulated_version": "", "min_compatibility_version": ""}, manifest)  # step 2: dropped
+    assert flags == {"runtime-config": "api/all=true"}
