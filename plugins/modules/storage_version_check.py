@@ -364,6 +364,14 @@ resources:
       type: list
       elements: str
       sample: ["demo/gpu-claim"]
+    served_behind_flags:
+      description:
+        - True when the verdict is C(unknown) only because the target release serves the resource in alpha or beta
+          versions alone (served only when the apiserver's runtime-config and feature gates enable them) and no running
+          apiserver serves one of them now. Every stored object is then named (with O(audit)). A O(rehearsal) whose
+          target served the resource and read every object settles it as C(safe).
+      type: bool
+      sample: false
     objects:
       description: What the count of stored objects said - C(none), C(present), C(undecodable), C(not counted);
         null when no count was needed.

@@ -112,7 +112,8 @@ def _judge_one(name, observation, target, profiles, options):
         next_step += (f" Note: the apiservers running now cannot read {view.storage_version}, which the target writes: "
                       f"once the target has written objects, rolling back needs a migration back first.")
     # a resource the target may not serve at all: every stored object is at stake, whatever its version
-    readable = set() if verdict == UNKNOWN and steps.served_behind_flags(case) else _readable(view)
+    behind_flags = verdict == UNKNOWN and steps.served_behind_flags(case) is not None
+    readable = set() if behind_flags else _readable(view)
     named, named_note = measured.object_names(options.audit, name, readable) if verdict != SAFE else ([], "")
     if named:
         reason += f" In etcd: {', '.join(named)}" + (f" {named_note}." if named_note else ".")
@@ -124,7 +125,8 @@ def _judge_one(name, observation, target, profiles, options):
         persisted_hashes=ev.persisted_hashes, persisted_versions=discovery.sort_versions(ev.persisted_versions),
         current_versions=ev.current_versions, target_storage_version=view.storage_version,
         target_decodable_versions=discovery.sort_versions(view.readable), conservative=view.conservative,
-        running_can_read_target=running, unresolved_hashes=ev.unresolved, target_source=view.source, objects=objects)
+        running_can_read_target=running, unresolved_hashes=ev.unresolved, target_source=view.source, objects=objects,
+        served_behind_flags=behind_flags)
 
 
 def _readable(view):

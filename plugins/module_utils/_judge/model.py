@@ -81,6 +81,9 @@ class ResourceVerdict:
     blocking: bool = False  # whether this verdict stops an upgrade gate
     measured: Optional[str] = None  # when the persisted versions were measured in etcd (None: from records)
     objects_named: List[str] = field(default_factory=list)  # objects stored in a version this target cannot read (audit)
+    # unknown only because the target release serves the resource in alpha or beta versions alone, which no running
+    # apiserver serves now: a rehearsal that serves it and reads every object settles it (safe)
+    served_behind_flags: bool = False
 
     def to_dict(self) -> dict:
         return asdict(self)

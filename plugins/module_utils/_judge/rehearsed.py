@@ -8,7 +8,8 @@
   its verdict and next step (a migration is still the fix) and gains the rehearsal's names.
 - A rehearsal that read everything never clears a prediction: it read what was stored at its copy,
   while a prediction may be about the versions the running apiservers still write. The difference is
-  said in the reason.
+  said in the reason. The one exception is the question only the target binary with the cluster's flags can answer:
+  whether it serves a resource its release has only in alpha or beta versions (``served_behind_flags``).
 """
 
 from __future__ import annotations
@@ -72,6 +73,12 @@ def apply(results: List[ResourceVerdict], rehearsal, resources=None) -> None:
             continue
         found = by_name.get(name)
         if entry.get("verdict") == SAFE:
+            if found is not None and found.verdict == UNKNOWN and found.served_behind_flags and entry.get("served"):
+                found.reason = (f"Measured by {where}: the target served {name} with the cluster's flags and read all "
+                                f"{entry.get('objects_read')} stored object(s). Release data alone said unknown: {found.reason}")
+                found.verdict, found.next_step = SAFE, "none: nothing to do for this resource."
+                found.served_behind_flags, found.target_source, found.objects_named = False, "rehearsal", []
+                continue
             if found is not None and found.verdict != SAFE:
                 found.reason += (f" {where[:1].upper() + where[1:]} read all {entry.get('objects_read')} stored object(s); the verdict "
                                  "stands for what the running apiservers may still write.")

@@ -258,11 +258,12 @@ def served_behind_flags(case: Case) -> Optional[str]:
 
 
 def behind_flags(case: Case, decision):
-    """A verdict the release data would give as safe (or fixed by a migration) for a resource the target may not serve
-    at all (``served_behind_flags``) is unknown instead - measured by a rehearsal with the target binary and the
-    cluster's flags, or settled by a count of nothing stored."""
+    """A verdict the release data would give as safe for a resource the target may not serve at all
+    (``served_behind_flags``) is unknown instead - settled by a rehearsal with the target binary and the cluster's
+    flags that serves it and reads every object, or by a count of nothing stored. (A verdict that already asks for a
+    migration blocks as it is; once migrated, it is judged here.)"""
     verdict, reason, step, objects = decision
-    why = served_behind_flags(case) if verdict in (SAFE, NEEDS_MIGRATION) else None
+    why = served_behind_flags(case) if verdict == SAFE else None
     if why is None:
         return decision
     return (UNKNOWN, f"{why}. The release data alone would say: {reason}",

@@ -45,9 +45,9 @@ def test_a_target_serving_a_resource_only_behind_flags_is_not_safe_unless_the_fl
         assert "only in v1alpha3" in found[1] and "rehearse with the target binary" in found[2], found
 
 
-def test_a_migration_does_not_make_it_safe_either_and_unsafe_stays_unsafe():
-    needs = (NEEDS_MIGRATION, "stored in v1beta1.", "migrate.", None)
-    assert steps.behind_flags(case("devicetaintrules.resource.k8s.io", "1.35", ["v1beta2"]), needs)[0] == UNKNOWN
+def test_a_verdict_that_already_blocks_keeps_its_own_next_step():
+    needs = (NEEDS_MIGRATION, "stored in v1beta1.", "migrate.", None)  # once migrated, it is judged safe, then here
+    assert steps.behind_flags(case("devicetaintrules.resource.k8s.io", "1.35", ["v1beta2"]), needs) == needs
     unsafe = ("unsafe", "not decodable.", "delete.", None)
     assert steps.behind_flags(case("devicetaintrules.resource.k8s.io", "1.35", ["v1beta2"]), unsafe) == unsafe
 
@@ -55,3 +55,24 @@ def test_a_migration_does_not_make_it_safe_either_and_unsafe_stays_unsafe():
 def test_offline_or_custom_resources_are_left_to_the_other_rules():
     assert steps.behind_flags(case("devicetaintrules.resource.k8s.io", "1.35", None, reachable=False), SAFE_DECISION) \
         == SAFE_DECISION
+
+
+def test_a_rehearsal_that_served_the_resource_and_read_everything_settles_it():
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import rehearsed
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import ResourceVerdict
+
+    def verdicts():
+        return [ResourceVerdict("ipaddresses.networking.k8s.io", UNKNOWN, "only in v1beta1", "rehearse", served_behind_flags=True),
+                ResourceVerdict("leasecandidates.coordination.k8s.io", UNKNOWN, "record lists Unknown", "migrate")]
+
+    rehearsal = {"target_git_version": "v1.32.6", "rehearsed_at": "2026-11-28T12:00:00Z", "source": {"revision": 7},
+                 "resources": {name: {"verdict": SAFE, "served": True, "objects_read": 2}
+                               for name in ("ipaddresses.networking.k8s.io", "leasecandidates.coordination.k8s.io")}}
+    results = verdicts()
+    rehearsed.apply(results, rehearsal)
+    assert [(r.verdict, r.served_behind_flags) for r in results] == [(SAFE, False), (UNKNOWN, False)]
+    assert "served ipaddresses.networking.k8s.io with the cluster's flags" in results[0].reason
+    rehearsal["resources"]["ipaddresses.networking.k8s.io"]["served"] = False  # read nothing: not settled
+    results = verdicts()
+    rehearsed.apply(results, rehearsal)
+    assert results[0].verdict == UNKNOWN
