@@ -28,8 +28,8 @@ def written_revisions(plane) -> dict:
 
 
 @pytest.mark.parametrize("playbook", ["upgrade.yml", "migrate.yml"])
-def test_one_url_for_two_apiservers_writes_nothing_and_names_the_cause(real_plane_factory, ansible_playbook, tmp_path,
-                                                                         playbook):
+def test_one_url_for_two_apiservers_writes_nothing_and_names_the_cause(
+        real_plane_factory, ansible_playbook, tmp_path, playbook):
     plane = real_plane_factory([TODAY_FROM, TODAY_FROM], etcd_version=TODAY_ETCD)
     seed_135(plane)
     inventory = tmp_path / "lb.yml"

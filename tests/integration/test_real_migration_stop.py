@@ -92,8 +92,8 @@ def test_a_revoked_token_stops_the_migration_with_the_credentials_diagnosis(real
     plane = real_plane_factory(["1.36"], etcd_version="3.5")
     create(plane, "/api/v1/namespaces/default/serviceaccounts", {"metadata": {"name": "migrator"}})
     create(plane, "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
-           {"metadata": {"name": "migrator"}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                                        "name": "cluster-admin"},
+           {"metadata": {"name": "migrator"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
             "subjects": [{"kind": "ServiceAccount", "name": "migrator", "namespace": "default"}]})
     token = create(plane, "/api/v1/namespaces/default/serviceaccounts/migrator/token",
                    {"apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",

@@ -6,14 +6,7 @@ of objects "refused by admission or RBAC"). Measured on real binaries in tests/i
 
 import pytest
 from kube_fakes import FakeClock
-from test_migrate_migrator import (
-    ENDPOINT,
-    FakeApiserver,
-    W,
-    api_error,
-    migrator,
-    write_mode,  # noqa: F401 (autouse: every test with put and with apply)
-)
+from test_migrate_migrator import ENDPOINT, MODE, FakeApiserver, W, api_error, migrator
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
@@ -24,6 +17,14 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import
 NOSPACE = "etcdserver: mvcc: database space exceeded"
 # The migration's own policy: under the old classification a NOSPACE write was retried for 90 s per object.
 SLOW = RetryPolicy(attempts=40, base_delay=0.25, max_delay=8.0, budget=90.0)
+
+
+@pytest.fixture(autouse=True, params=list(mig.WRITES))
+def write_mode(request):
+    """Every test with put and with apply (the fake apiserver answers as the write asks)."""
+    MODE["write"] = request.param
+    yield request.param
+    MODE["write"] = mig.WRITE_PUT
 
 
 def _writes(server, method):
