@@ -307,19 +307,26 @@ class _GrpcChannel:
         self._range = self._channel.unary_unary(RANGE_METHOD, request_serializer=rpc_pb2.RangeRequest.SerializeToString,
                                                 response_deserializer=rpc_pb2.RangeResponse.FromString)
         self.timeout = settings.timeout
+        self._ahead = None  # the worker thread that waits for the page requested ahead
 
     def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=False)
         self._channel.close()
 
     def range(self, request) -> _RangePage:
         return _page(self._range(request, timeout=self.timeout))
 
     def send(self, request):
-        return self._range.future(request, timeout=self.timeout)
+        """The next page, asked for now and waited for on one worker thread: a blocking call there costs less than
+        grpcio's ``future()``, which starts a thread of its own for every call."""
+        if self._ahead is None:
+            self._ahead = ThreadPoolExecutor(max_workers=1)
+        return self._ahead.submit(self.range, request)
 
     @staticmethod
     def receive(future) -> _RangePage:
-        return _page(future.result())
+        return future.result()
 
 
 def _page(response) -> _RangePage:
