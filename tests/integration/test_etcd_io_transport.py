@@ -142,6 +142,16 @@ def test_an_unreachable_endpoint_is_skipped_and_grpc_kept(etcd_plain):
     assert f"etcd at {dead} is unreachable" in str(raised.value)
 
 
+def test_a_proxy_in_the_environment_is_not_used(etcd_plain, monkeypatch):
+    """etcd is reached directly, as through the gateway: grpcio would otherwise follow these variables."""
+    _put(etcd_plain, _store()[:100])
+    dead = f"http://127.0.0.1:{free_port()}"
+    for name in ("grpc_proxy", "https_proxy", "http_proxy"):
+        monkeypatch.setenv(name, dead)
+    reader = EtcdReader(_settings(etcd_plain, timeout=5.0))
+    assert list(reader.scan(ScanOptions(page_size=PAGE, transport="grpc"))) == _one_range(etcd_plain)
+
+
 def test_an_unknown_transport_is_refused(etcd_plain):
     with pytest.raises(etcd_io.ConfigurationError, match="transport must be one of auto, grpc, gateway"):
         list(EtcdReader(_settings(etcd_plain)).scan(ScanOptions(transport="http3")))

@@ -298,8 +298,10 @@ class _GrpcChannel:
                                      "(pip install grpcio protobuf, as in the collection's requirements.txt)")
         parts = urlsplit(endpoint)
         target = parts.netloc if parts.port else f"{parts.hostname}:{443 if parts.scheme == 'https' else 80}"
+        # As the gateway's urllib3 pool (and etcdctl): no proxy from the environment (grpcio would follow grpc_proxy,
+        # https_proxy, http_proxy), any answer size, no retries of grpcio's own.
         options = [("grpc.max_receive_message_length", -1), ("grpc.primary_user_agent", "kubeupgrade.storage"),
-                   ("grpc.enable_retries", 0)]
+                   ("grpc.enable_retries", 0), ("grpc.enable_http_proxy", 0)]
         if parts.scheme == "https":
             self._channel = grpc.secure_channel(target, _grpc_credentials(settings), options=options)
         else:
