@@ -9,10 +9,11 @@ import base64
 import json
 import random
 
+import grpc
 import pytest
 from etcd_fixture import free_port
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io, etcd_wire
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io, windows
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
 
 PAGE = 20  # small pages: the stores below are more than _Windows.FROM pages, so requests go to bounded windows
@@ -53,7 +54,7 @@ def test_grpc_and_gateway_read_the_same_pairs_as_one_range(request, fixture):
     server = request.getfixturevalue(fixture)
     _put(server, _store())
     expected = _one_range(server)
-    assert len(expected) > etcd_wire._Windows.FROM * PAGE
+    assert len(expected) > windows._Windows.FROM * PAGE
     revisions = set()
     for transport in ("auto", "grpc", "gateway"):
         for keys_only in (False, True):
@@ -98,23 +99,36 @@ def test_compaction_under_the_scan_is_named(etcd_plain, transport):
     assert "required revision has been compacted" in message and "run the audit again" in message
 
 
+class _NoHttp2(grpc.RpcError):
+    """What grpcio raises when the TLS handshake does not agree on h2 (its words, as through an HTTP/1.1-only proxy)."""
+
+    def code(self):
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self):
+        return "failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:2379: Cannot check peer: missing selected ALPN property."
+
+
 def test_without_http2_the_gateway_reads(etcd_tls, monkeypatch):
-    """A TLS handshake that does not agree on h2 (as through a proxy that speaks HTTP/1.1 only)."""
     _put(etcd_tls, _store()[:400])
     expected = _one_range(etcd_tls)
-    offer_http1 = etcd_io._tls_context
 
-    def http1_only(settings, alpn=None):
-        context = offer_http1(settings)
-        context.set_alpn_protocols(["http/1.1"])
-        return context
+    def no_http2(channel, request):
+        raise _NoHttp2()
 
-    monkeypatch.setattr(etcd_io, "_tls_context", http1_only)
+    monkeypatch.setattr(etcd_io._GrpcChannel, "range", no_http2)
     reader = EtcdReader(_settings(etcd_tls))
     assert list(reader.scan(ScanOptions(page_size=PAGE))) == expected and reader.transport == "gateway"
     with pytest.raises(EtcdError) as raised:
         list(EtcdReader(_settings(etcd_tls)).scan(ScanOptions(page_size=PAGE, transport="grpc")))
     assert f"etcd at {etcd_tls.url} answered, but not in gRPC" in str(raised.value) and "ALPN h2" in str(raised.value)
+
+
+def test_without_certificate_validation_the_gateway_reads(etcd_tls):
+    """grpcio cannot skip the server's certificate check: ``validate_certs: false`` reads through the gateway."""
+    _put(etcd_tls, _store()[:100])
+    reader = EtcdReader(_settings(etcd_tls, ca_cert=None, validate_certs=False))
+    assert list(reader.scan(ScanOptions(page_size=PAGE))) == _one_range(etcd_tls) and reader.transport == "gateway"
 
 
 def test_an_unreachable_endpoint_is_skipped_and_grpc_kept(etcd_plain):
@@ -126,6 +140,16 @@ def test_an_unreachable_endpoint_is_skipped_and_grpc_kept(etcd_plain):
     with pytest.raises(EtcdError) as raised:
         list(EtcdReader(_settings(etcd_plain, endpoints=[dead], timeout=3.0)).scan(ScanOptions(transport="grpc")))
     assert f"etcd at {dead} is unreachable" in str(raised.value)
+
+
+def test_a_proxy_in_the_environment_is_not_used(etcd_plain, monkeypatch):
+    """etcd is reached directly, as through the gateway: grpcio would otherwise follow these variables."""
+    _put(etcd_plain, _store()[:100])
+    dead = f"http://127.0.0.1:{free_port()}"
+    for name in ("grpc_proxy", "https_proxy", "http_proxy"):
+        monkeypatch.setenv(name, dead)
+    reader = EtcdReader(_settings(etcd_plain, timeout=5.0))
+    assert list(reader.scan(ScanOptions(page_size=PAGE, transport="grpc"))) == _one_range(etcd_plain)
 
 
 def test_an_unknown_transport_is_refused(etcd_plain):

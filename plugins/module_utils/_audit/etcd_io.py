@@ -2,12 +2,13 @@
 """Paged, read-only range reads of etcd's v3 API under a prefix: the audit's only I/O.
 
 Two transports, one scan. By default the pages are read from etcd's gRPC API (``etcdserverpb.KV/Range``, what
-``etcdctl`` uses) through a small HTTP/2 client built on the standard library alone (``socket``, ``ssl``; HPACK and the
-few protobuf fields of a range are decoded here): nothing has to be installed on a control-plane host. Where gRPC cannot
-be spoken with a member that answers (no HTTP/2 through a proxy, no ALPN ``h2`` in the TLS handshake, an HTTP/2 error),
-the same pages are read from etcd's JSON gateway (``POST /v3/kv/range``, etcd 3.4+) through urllib3, the HTTP stack the
-collection already ships with. The gateway costs etcd about 20 times the CPU per key (it marshals every key and value
-to JSON): ``benchmarks/bench_audit.py`` measures both against ``etcdctl``. ``ScanOptions.transport`` forces one.
+``etcdctl`` uses) through ``grpcio``, with the messages generated from etcd's ``rpc.proto`` and ``kv.proto`` (the subset
+in ``etcdpb/``). Where gRPC cannot be spoken with a member that answers (a TLS handshake that does not agree on HTTP/2,
+as through a proxy that speaks HTTP/1.1 only, or ``validate_certs: false``, which grpcio cannot do), the same pages are
+read from etcd's JSON gateway (``POST /v3/kv/range``, etcd 3.4+) through urllib3, the HTTP stack the collection already
+ships with. The gateway costs etcd about 20 times the CPU per key (it marshals every key and value to JSON):
+``benchmarks/bench_audit.py`` measures both against ``etcdctl``. ``ScanOptions.transport`` forces one. The member's
+status and snapshot are read through the gateway.
 
 Each page asks for at most ``page_size`` keys in ``[key, range_end)``, continues from the last key + ``\\x00``, and pins
 the revision of the first page, so the whole scan is one consistent snapshot that never blocks writers. The first page
@@ -22,40 +23,25 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import socket
+import os
 import ssl
-import struct
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Tuple
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_wire import (
-    _ACK,
-    _CONTINUATION,
-    _DATA,
-    _END_HEADERS,
-    _END_STREAM,
-    _FRAME,
-    _GOAWAY,
-    _HEADERS,
-    _PADDED,
-    _PING,
-    _PRIORITY,
-    _RST_STREAM,
-    _SETTINGS,
-    _WINDOW_UPDATE,
-    _decode_range,
-    _frame,
-    _GrpcProtocolError,
-    _HpackDecoder,
-    _literal,
-    _range_request,
-    _RangePage,
-    _Windows,
-)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.windows import _RangePage, _Windows
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
+
+try:
+    import grpc
+
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcdpb import rpc_pb2
+
+    GRPC_IMPORT_ERROR = None
+except ImportError as error:  # pragma: no cover - the collection's requirements name grpcio and protobuf
+    GRPC_IMPORT_ERROR = error
 
 try:
     import urllib3
@@ -272,25 +258,24 @@ class EtcdReader:
         request = _range_request(prefix, end, options, 0)
         failures = []
         for endpoint in self.settings.endpoints:
+            gateway = options.transport == "auto" and not self.settings.validate_certs and _https(endpoint)
             channel = None
-            try:
+            if not gateway:
                 channel = _GrpcChannel(endpoint, self.settings)
-                page = _decode_range(channel.call(RANGE_METHOD, request))
-            except (_Unreachable, socket.timeout) as error:  # no connection, or no answer in time: the gateway cannot do better
-                if channel is not None:
+                try:
+                    page = channel.range(request)
+                except grpc.RpcError as error:
                     channel.close()
-                failures.append(_transport_error(endpoint, getattr(error, "error", error), self.settings, mid_scan=False))
-                continue
-            except _GrpcStatus as status:
-                channel.close()
-                failures.append(_range_error(endpoint, status.message, {"endpoint": endpoint, "grpc_status": status.code}))
-                continue
-            except (OSError, _GrpcProtocolError) as error:
-                if channel is not None:
-                    channel.close()
-                if options.transport == "grpc":
-                    failures.append(_transport_error(endpoint, error, self.settings, mid_scan=False))
-                    continue
+                    kind = _grpc_failure_kind(error)
+                    if kind == "etcd":
+                        failures.append(_range_error(endpoint, error.details() or "", {"endpoint": endpoint,
+                                                                                       "grpc_status": error.code().name}))
+                        continue
+                    if kind == "unreachable" or options.transport == "grpc":
+                        failures.append(_grpc_transport_error(endpoint, error, self.settings, kind))
+                        continue
+                    gateway = True
+            if gateway:
                 try:
                     page = _gateway_page(self._post(endpoint, _gateway_body(prefix, end, options, 0)))
                 except EtcdError as refused:
@@ -303,28 +288,82 @@ class EtcdReader:
         raise _all_failed(failures, self.settings)
 
 
+class _GrpcChannel:
+    """One grpcio channel to one member; ``range`` reads a page, ``send``/``receive`` one page ahead."""
+
+    def __init__(self, endpoint: str, settings: EtcdSettings):
+        if GRPC_IMPORT_ERROR is not None:
+            raise ConfigurationError(f"the Python packages grpcio and protobuf are required to read etcd's gRPC API "
+                                     f"({GRPC_IMPORT_ERROR}): install them on the host running the module "
+                                     "(pip install grpcio protobuf, as in the collection's requirements.txt)")
+        parts = urlsplit(endpoint)
+        target = parts.netloc if parts.port else f"{parts.hostname}:{443 if parts.scheme == 'https' else 80}"
+        # As the gateway's urllib3 pool (and etcdctl): no proxy from the environment (grpcio would follow grpc_proxy,
+        # https_proxy, http_proxy), any answer size, no retries of grpcio's own.
+        options = [("grpc.max_receive_message_length", -1), ("grpc.primary_user_agent", "kubeupgrade.storage"),
+                   ("grpc.enable_retries", 0), ("grpc.enable_http_proxy", 0)]
+        if parts.scheme == "https":
+            self._channel = grpc.secure_channel(target, _grpc_credentials(settings), options=options)
+        else:
+            self._channel = grpc.insecure_channel(target, options=options)
+        self._range = self._channel.unary_unary(RANGE_METHOD, request_serializer=rpc_pb2.RangeRequest.SerializeToString,
+                                                response_deserializer=rpc_pb2.RangeResponse.FromString)
+        self.timeout = settings.timeout
+        self._ahead = None  # the worker thread that waits for the page requested ahead
+
+    def close(self) -> None:
+        if self._ahead is not None:
+            self._ahead.shutdown(wait=False)
+        self._channel.close()
+
+    def range(self, request) -> _RangePage:
+        return _page(self._range(request, timeout=self.timeout))
+
+    def send(self, request):
+        """The next page, asked for now and waited for on one worker thread: a blocking call there costs less than
+        grpcio's ``future()``, which starts a thread of its own for every call."""
+        if self._ahead is None:
+            self._ahead = ThreadPoolExecutor(max_workers=1)
+        return self._ahead.submit(self.range, request)
+
+    @staticmethod
+    def receive(future) -> _RangePage:
+        return future.result()
+
+
+def _page(response) -> _RangePage:
+    return _RangePage(response.header.revision, [(kv.key, kv.value) for kv in response.kvs], response.more, response.count)
+
+
+def _range_request(key: bytes, range_end: bytes, options: ScanOptions, revision: int):
+    """A request at a pinned revision is serializable: the member it goes to answered the first page at that revision."""
+    return rpc_pb2.RangeRequest(key=key, range_end=range_end, limit=options.page_size, revision=revision,
+                                serializable=bool(revision), keys_only=options.keys_only)
+
+
+def _https(endpoint: str) -> bool:
+    return urlsplit(endpoint).scheme == "https"
+
+
 class _GrpcFetch:
-    """Sends a range request on the scan's gRPC channel; receives and decodes its answer (errors in etcd's words)."""
+    """Sends a range request on the scan's gRPC channel; receives its answer (errors in etcd's words)."""
 
     def __init__(self, reader: EtcdReader, channel: _GrpcChannel, options: ScanOptions):
         self.reader, self.channel, self.options = reader, channel, options
 
-    def send(self, start: bytes, range_end: bytes, revision: int) -> int:
-        try:
-            return self.channel.send(RANGE_METHOD, _range_request(start, range_end, self.options, revision))
-        except (OSError, _GrpcProtocolError) as error:
-            raise _mid_scan_error(self.reader.endpoint, type(error).__name__) from None
+    def send(self, start: bytes, range_end: bytes, revision: int):
+        return self.channel.send(_range_request(start, range_end, self.options, revision))
 
-    def receive(self, stream: int) -> _RangePage:
+    def receive(self, future) -> _RangePage:
         endpoint = self.reader.endpoint
         try:
-            return _decode_range(self.channel.receive(stream))
-        except _GrpcStatus as status:
-            if "compacted" in status.message:
-                raise _range_error(endpoint, status.message, {"endpoint": endpoint, "grpc_status": status.code}) from None
-            raise _mid_scan_error(endpoint, f"etcd: {status.message}") from None
-        except (OSError, _GrpcProtocolError) as error:
-            raise _mid_scan_error(endpoint, type(error).__name__) from None
+            return self.channel.receive(future)
+        except grpc.RpcError as error:
+            details = error.details() or ""
+            if "compacted" in details:
+                raise _range_error(endpoint, details, {"endpoint": endpoint, "grpc_status": error.code().name}) from None
+            reason = f"etcd: {details}" if _grpc_failure_kind(error) == "etcd" else f"gRPC {error.code().name}"
+            raise _mid_scan_error(endpoint, reason) from None
 
 
 class _GatewayFetch:
@@ -457,9 +496,6 @@ def _transport_error(endpoint: str, error, settings: EtcdSettings, mid_scan: boo
     if "KEY_VALUES_MISMATCH" in text or "key values mismatch" in text:
         return EtcdError(f"etcd_client_key ({settings.client_key}) is not the key of etcd_client_cert ({settings.client_cert}): "
                          "give the matching pair (kubeadm: /etc/kubernetes/pki/apiserver-etcd-client.crt and .key)", details=details)
-    if isinstance(error, _GrpcProtocolError):
-        return EtcdError(f"etcd at {endpoint} answered, but not in gRPC ({_short(text)}): read it through its JSON gateway "
-                         "(transport auto or gateway)", details=details)
     https = urlsplit(endpoint).scheme == "https"
     if not https and ("RemoteDisconnected" in text or "Connection aborted" in text or "BadStatusLine" in text):
         return EtcdError(f"etcd at {endpoint} closed the connection without an answer ({_short(text)}): etcd serving TLS on this "
@@ -479,204 +515,67 @@ def _short(text: str) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-# --- etcd's gRPC API over HTTP/2, standard library only -------------------------------------------------------------
-# What a unary call needs and nothing more: the connection preface and settings, one HEADERS + DATA frame per request,
-# HPACK decoding of the answer's headers and trailers (grpc-status, grpc-message), flow control windows kept open, PING
-# and SETTINGS acknowledged. Requests are sent as literal header fields (no state in etcd's decoder); the answers'
-# header blocks are decoded in order, with the dynamic table etcd's encoder keeps.
+_TLS_WORDS = ("ssl", "tls", "handshake", "certificate", "alpn", "alert", "peer")
 
 
-class _Unreachable(Exception):
-    """No TCP connection to the member (refused, timed out, no route): ``error`` says why."""
-
-    def __init__(self, error: OSError):
-        super().__init__(str(error))
-        self.error = error
-
-
-class _GrpcStatus(Exception):
-    """etcd answered the call with a gRPC error status (``grpc-status`` not 0) and its message."""
-
-    def __init__(self, code: int, message: str):
-        super().__init__(f"gRPC status {code}: {message}")
-        self.code = code
-        self.message = message
-
-
-_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-_MAX_WINDOW = 2 ** 31 - 1
-_REFILL = 2 ** 30  # give back a window once this much of it was used
+def _grpc_failure_kind(error) -> str:
+    """``etcd`` (etcd answered with an error status), ``unreachable`` (no connection, or no answer in time) or
+    ``transport`` (a connection that could not speak gRPC: TLS, HTTP/2)."""
+    code, details = error.code(), (error.details() or "")
+    if details.startswith("etcdserver:") or code not in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED,
+                                                         grpc.StatusCode.UNKNOWN, grpc.StatusCode.INTERNAL):
+        return "etcd"
+    if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+        return "unreachable"
+    lowered = details.lower()
+    if any(word in lowered for word in _TLS_WORDS):
+        return "transport"
+    if any(word in lowered for word in ("connection refused", "dns resolution failed", "no route to host",
+                                        "network is unreachable", "timeout occurred", "deadline exceeded")):
+        return "unreachable"
+    return "transport"
 
 
-class _GrpcChannel:
-    """One HTTP/2 connection to one member; ``send`` starts a call, ``receive`` waits for its message."""
-
-    def __init__(self, endpoint: str, settings: EtcdSettings):
-        parts = urlsplit(endpoint)
-        tls = parts.scheme == "https"
-        self.endpoint = endpoint
-        self._streams = {}
-        self._next_stream = 1
-        self._unacked = 0  # connection window used since it was last given back
-        self._headers = _HpackDecoder()
-        self._block = None  # (stream, end_stream, fragments) of a header block awaiting CONTINUATION
-        self._prefix = (b"\x83" + (b"\x87" if tls else b"\x86")  # :method POST, :scheme (static table)
-                        + _literal(b":authority", parts.netloc.encode("ascii")))
-        self._suffix = (_literal(b"content-type", b"application/grpc") + _literal(b"te", b"trailers")
-                        + _literal(b"user-agent", b"kubeupgrade.storage"))
-        try:
-            sock = socket.create_connection((parts.hostname, parts.port or (443 if tls else 80)), timeout=min(10.0, settings.timeout))
-        except OSError as error:
-            raise _Unreachable(error) from None
-        try:
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            if tls:
-                sock = _tls_context(settings).wrap_socket(sock, server_hostname=parts.hostname)
-                if sock.selected_alpn_protocol() != "h2":
-                    raise _GrpcProtocolError("the TLS handshake did not agree on HTTP/2 (ALPN h2)")
-            sock.settimeout(settings.timeout)
-            settings_frame = struct.pack(">HLHLHL", 0x2, 0, 0x4, _MAX_WINDOW, 0x5, 1 << 20)  # no push, widest windows, 1 MiB frames
-            sock.sendall(_PREFACE + _frame(_SETTINGS, 0, 0, settings_frame)
-                         + _frame(_WINDOW_UPDATE, 0, 0, struct.pack(">L", _MAX_WINDOW - 65535)))
-        except BaseException:
-            sock.close()
-            raise
-        self._sock = sock
-        self._file = sock.makefile("rb", buffering=1 << 16)
-
-    def close(self) -> None:
-        try:
-            self._file.close()
-            self._sock.close()
-        except OSError:
-            pass
-
-    def call(self, method: str, message: bytes) -> bytes:
-        return self.receive(self.send(method, message))
-
-    def send(self, method: str, message: bytes) -> int:
-        stream = self._next_stream
-        self._next_stream += 2
-        block = self._prefix + _literal(b":path", method.encode("ascii")) + self._suffix
-        self._streams[stream] = _Stream()
-        self._sock.sendall(_frame(_HEADERS, _END_HEADERS, stream, block)
-                           + _frame(_DATA, _END_STREAM, stream, b"\x00" + struct.pack(">L", len(message)) + message))
-        return stream
-
-    def receive(self, stream: int) -> bytes:
-        state = self._streams[stream]
-        while not state.closed:
-            self._read_frame()
-        del self._streams[stream]
-        return state.message()
-
-    def _read_frame(self) -> None:
-        head = self._file.read(9)
-        if len(head) < 9:
-            raise ConnectionResetError("etcd closed the connection")
-        high, low, kind, flags, stream = _FRAME.unpack(head)
-        size = (high << 16) | low
-        payload = self._file.read(size) if size else b""
-        if len(payload) < size:
-            raise ConnectionResetError("etcd closed the connection in the middle of a frame")
-        stream &= 0x7FFFFFFF
-        if kind == _DATA:
-            self._data(stream, flags, payload, size)
-        elif kind in (_HEADERS, _CONTINUATION):
-            self._header_block(kind, stream, flags, payload)
-        else:
-            self._control(kind, flags, stream, payload)
-
-    def _control(self, kind: int, flags: int, stream: int, payload: bytes) -> None:
-        if kind == _SETTINGS:
-            if not flags & _ACK:
-                self._sock.sendall(_frame(_SETTINGS, _ACK, 0))
-        elif kind == _PING:
-            if not flags & _ACK:
-                self._sock.sendall(_frame(_PING, _ACK, 0, payload))
-        elif kind == _RST_STREAM:
-            state = self._streams.get(stream)
-            if state is not None:
-                state.reset = struct.unpack(">L", payload[:4])[0] if len(payload) >= 4 else -1
-                state.closed = True
-        elif kind == _GOAWAY:
-            last = struct.unpack(">L", payload[:4])[0] & 0x7FFFFFFF if len(payload) >= 8 else 0
-            code = struct.unpack(">L", payload[4:8])[0] if len(payload) >= 8 else -1
-            for number, state in self._streams.items():
-                if number > last and not state.closed:
-                    state.reset, state.closed = code, True
-        # WINDOW_UPDATE, PRIORITY and unknown frames need nothing from a client that sends only tiny requests
-
-    def _data(self, stream: int, flags: int, payload: bytes, size: int) -> None:
-        if flags & _PADDED:
-            payload = payload[1:len(payload) - payload[0]] if payload else b""
-        state = self._streams.get(stream)
-        self._unacked += size
-        if self._unacked >= _REFILL:
-            self._sock.sendall(_frame(_WINDOW_UPDATE, 0, 0, struct.pack(">L", self._unacked)))
-            self._unacked = 0
-        if state is None:
-            return
-        state.data.append(payload)
-        state.unacked += size
-        if flags & _END_STREAM:
-            state.closed = True
-        elif state.unacked >= _REFILL:
-            self._sock.sendall(_frame(_WINDOW_UPDATE, 0, stream, struct.pack(">L", state.unacked)))
-            state.unacked = 0
-
-    def _header_block(self, kind: int, stream: int, flags: int, payload: bytes) -> None:
-        if kind == _HEADERS:
-            if flags & _PADDED:
-                payload = payload[1:len(payload) - payload[0]] if payload else b""
-            if flags & _PRIORITY:
-                payload = payload[5:]
-            self._block = (stream, bool(flags & _END_STREAM), [payload])
-        elif self._block is None or self._block[0] != stream:
-            raise _GrpcProtocolError("a CONTINUATION frame without its HEADERS frame")
-        else:
-            self._block[2].append(payload)
-        if not flags & _END_HEADERS:
-            return
-        stream, end_stream, fragments = self._block
-        self._block = None
-        try:  # always decoded, whoever the block is for: the dynamic table must follow etcd's encoder
-            fields = self._headers.decode(b"".join(fragments))
-        except (IndexError, ValueError):
-            raise _GrpcProtocolError("etcd sent a header block that is not valid HPACK") from None
-        state = self._streams.get(stream)
-        if state is not None:
-            state.headers.update(fields)
-            state.closed = state.closed or end_stream
+class _GrpcTransportFailure(Exception):
+    """grpcio's error, for ``_transport_error``: its status code and details are the text matched."""
 
 
-class _Stream:
-    """What arrived for one call: headers and trailers (merged), DATA payloads, a reset."""
+def _grpc_transport_error(endpoint: str, error, settings: EtcdSettings, kind: str) -> EtcdError:
+    text = f"gRPC {error.code().name}: {error.details() or ''}"
+    if kind == "unreachable":
+        return EtcdError(f"etcd at {endpoint} is unreachable ({_short(text)}): check etcd_endpoints (kubeadm: "
+                         "https://<control-plane node>:2379) and that etcd runs", details={"endpoint": endpoint})
+    if "alpn" in text.lower():
+        return EtcdError(f"etcd at {endpoint} answered, but not in gRPC ({_short(text)}): the TLS handshake did not agree "
+                         "on HTTP/2 (ALPN h2); read it through its JSON gateway (transport auto or gateway)",
+                         details={"endpoint": endpoint})
+    if not _https(endpoint) and "handshake" not in text.lower():
+        return EtcdError(f"etcd at {endpoint} closed the connection without an answer ({_short(text)}): etcd serving TLS on "
+                         f"this port drops plain HTTP; use {endpoint.replace('http://', 'https://', 1)} with etcd_ca_cert, "
+                         "etcd_client_cert and etcd_client_key (kubeadm serves only TLS on 2379)",
+                         details={"endpoint": endpoint})
+    lowered = text.lower()
+    if "certificate_verify_failed" in lowered or "certificate verify failed" in lowered:
+        return _transport_error(endpoint, _GrpcTransportFailure("CERTIFICATE_VERIFY_FAILED " + text), settings, False)
+    return _transport_error(endpoint, _GrpcTransportFailure("alert " + text), settings, False)
 
-    __slots__ = ("headers", "data", "closed", "reset", "unacked")
 
-    def __init__(self):
-        self.headers = {}
-        self.data = []
-        self.closed = False
-        self.reset = None
-        self.unacked = 0
+def _grpc_credentials(settings: EtcdSettings):
+    """The CA, client certificate and key as grpcio takes them (PEM bytes). Loaded first into an ``ssl`` context,
+    which names a file that cannot be read or a key that is not the certificate's (grpcio would only fail the
+    handshake); without ``etcd_ca_cert``, the system's CA bundle."""
+    _tls_context(settings)
+    ca = settings.ca_cert or ssl.get_default_verify_paths().cafile
+    root = _read(ca) if ca and os.path.exists(ca) else None
+    if settings.client_cert:
+        return grpc.ssl_channel_credentials(root_certificates=root, private_key=_read(settings.client_key or settings.client_cert),
+                                            certificate_chain=_read(settings.client_cert))
+    return grpc.ssl_channel_credentials(root_certificates=root)
 
-    def message(self) -> bytes:
-        if self.reset is not None:
-            raise _GrpcProtocolError(f"etcd reset the call (HTTP/2 error code {self.reset})")
-        status = self.headers.get(":status")
-        if status != "200":
-            raise _GrpcProtocolError(f"etcd answered HTTP status {status} to a gRPC call")
-        code = self.headers.get("grpc-status")
-        if code is None:
-            raise _GrpcProtocolError("the call ended without a gRPC status")
-        if code != "0":
-            raise _GrpcStatus(int(code) if code.isdigit() else -1, unquote(self.headers.get("grpc-message", "")) or f"gRPC status {code}")
-        data = b"".join(self.data) if len(self.data) != 1 else self.data[0]
-        if len(data) < 5 or data[0] != 0 or int.from_bytes(data[1:5], "big") != len(data) - 5:
-            raise _GrpcProtocolError("the answer is not one uncompressed gRPC message")
-        return data
+
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 def _tls_context(settings: EtcdSettings, alpn: str = "h2") -> ssl.SSLContext:
@@ -709,6 +608,3 @@ def _tls_context(settings: EtcdSettings, alpn: str = "h2") -> ssl.SSLContext:
                             f"loaded ({_short(str(error))}): give a PEM certificate and its key") from None
     context.set_alpn_protocols([alpn])
     return context
-
-
-# Protocol buffers: RangeRequest out, RangeResponse in (etcd's rpc.proto, kv.proto). Only the fields the scan uses.

@@ -1,0 +1,75 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The generated etcd messages: etcd's packages, method paths and field numbers (what etcd decodes), a message that
+round-trips, the committed files equal to a fresh generation (where grpcio-tools 1.62.3 can run), and the one error a
+host without grpcio gets."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcdpb import kv_pb2, rpc_pb2
+
+REPO = Path(__file__).resolve().parents[5]
+
+# etcd's api/etcdserverpb/rpc.proto and api/mvccpb/kv.proto (etcd-io/etcd): the fields the collection sends or reads
+FIELDS = {
+    "etcdserverpb.RangeRequest": {"key": 1, "range_end": 2, "limit": 3, "revision": 4, "serializable": 7, "keys_only": 8},
+    "etcdserverpb.RangeResponse": {"header": 1, "kvs": 2, "more": 3, "count": 4},
+    "etcdserverpb.ResponseHeader": {"revision": 3},
+    "etcdserverpb.StatusResponse": {"header": 1, "version": 2, "dbSize": 3},
+    "etcdserverpb.SnapshotResponse": {"header": 1, "remaining_bytes": 2, "blob": 3, "version": 4},
+    "mvccpb.KeyValue": {"key": 1, "create_revision": 2, "mod_revision": 3, "version": 4, "value": 5, "lease": 6},
+}
+
+
+@pytest.mark.parametrize("message", sorted(FIELDS))
+def test_field_numbers_are_etcds(message):
+    module = kv_pb2 if message.startswith("mvccpb.") else rpc_pb2
+    descriptor = module.DESCRIPTOR.message_types_by_name[message.split(".")[1]]
+    assert descriptor.full_name == message
+    assert {name: descriptor.fields_by_name[name].number for name in FIELDS[message]} == FIELDS[message]
+
+
+def test_method_paths_are_etcds():
+    services = {s.full_name: [m.name for m in s.methods] for s in rpc_pb2.DESCRIPTOR.services_by_name.values()}
+    assert services == {"etcdserverpb.KV": ["Range"], "etcdserverpb.Maintenance": ["Status", "Snapshot"]}
+    assert etcd_io.RANGE_METHOD == "/etcdserverpb.KV/Range"
+
+
+def test_a_range_answer_round_trips():
+    answer = rpc_pb2.RangeResponse(header=rpc_pb2.ResponseHeader(revision=123456789), more=True, count=5,
+                                   kvs=[kv_pb2.KeyValue(key=b"/registry/a", value=b"\x00\xff", mod_revision=7)])
+    page = etcd_io._page(rpc_pb2.RangeResponse.FromString(answer.SerializeToString()))
+    assert (page.revision, page.pairs, page.more, page.count) == (123456789, [(b"/registry/a", b"\x00\xff")], True, 5)
+
+
+@pytest.mark.slow
+def test_the_committed_files_are_a_fresh_generation(tmp_path):
+    python = shutil.which("python3.11") or shutil.which("python3.12")
+    if not python or subprocess.run([python, "-m", "pip", "--version"], capture_output=True, check=False).returncode:
+        pytest.skip("scripts/generate_etcd_protos.sh needs a Python 3.8 to 3.12 with pip for grpcio-tools 1.62.3")
+    copy = tmp_path / "repo"
+    for part in ("proto", "scripts/generate_etcd_protos.sh", "plugins/module_utils/_audit/etcdpb"):
+        (copy / part).parent.mkdir(parents=True, exist_ok=True)
+        (shutil.copytree if (REPO / part).is_dir() else shutil.copy)(REPO / part, copy / part)
+    run = subprocess.run(["bash", str(copy / "scripts/generate_etcd_protos.sh")], env={"GRPC_TOOLS_PYTHON": python, "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True, check=False, timeout=600)
+    if run.returncode and "grpcio-tools" in run.stderr and ("No matching distribution" in run.stderr or "Could not" in run.stderr):
+        pytest.skip(f"grpcio-tools 1.62.3 cannot be installed here: {run.stderr[-300:]}")
+    assert run.returncode == 0, run.stderr
+    for name in ("kv_pb2.py", "rpc_pb2.py"):
+        generated = (copy / "plugins/module_utils/_audit/etcdpb" / name).read_text(encoding="utf-8")
+        assert generated == (REPO / "plugins/module_utils/_audit/etcdpb" / name).read_text(encoding="utf-8"), name
+
+
+def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(monkeypatch):
+    monkeypatch.setattr(etcd_io, "GRPC_IMPORT_ERROR", ImportError("No module named 'grpc'"))
+    reader = etcd_io.EtcdReader(etcd_io.EtcdSettings(endpoints=["http://127.0.0.1:2379"]))
+    with pytest.raises(etcd_io.ConfigurationError) as raised:
+        list(reader.scan(etcd_io.ScanOptions()))
+    assert "grpcio and protobuf are required" in str(raised.value) and "pip install grpcio protobuf" in str(raised.value)
