@@ -201,6 +201,32 @@ def _require_agreement(selected: List[str], observation, current) -> None:
                          "unreachable": agreement.unreachable, "unready": agreement.unready})
 
 
+# A CRD created a moment ago (the StorageState CRD, by this run's own record refresh) is served by one apiserver a
+# moment before the others: the selected resources are observed again, this long at most, until every apiserver serves
+# them; a disagreement of any other kind is not waited for.
+ESTABLISH_GRACE = 30.0
+
+
+def _served_everywhere(run_: Run, selected: List[str], clock=time.monotonic, sleep=time.sleep):
+    """The observation the agreement before the migration is judged on: ``run_.observation``, or a fresh one of the
+    selected resources once every apiserver serves them (the last one after ``ESTABLISH_GRACE``)."""
+
+    def not_served(observation) -> bool:
+        agreement = compare(observation.endpoints, selected, require_ready=True,
+                            ignore=observation.aggregated_group_versions())
+        return any(agreement.missing.get(name) for name in selected)
+
+    if not not_served(run_.observation):
+        return run_.observation
+    grace = Deadline.after(ESTABLISH_GRACE, clock).earlier(run_.deadline)
+    try:
+        return poll_until(lambda: observe(run_.clients, run_.profiles, resources=selected, include=()),
+                          lambda observation: not not_served(observation), grace,
+                          max(0.05, run_.params["poll_interval"]), sleep=sleep)
+    except PollTimeout as timeout:
+        return timeout.last
+
+
 # An apiserver that restarts (a rolling restart, a crash loop's first restart) refuses connections or is not
 # ready for a few seconds. The gate waits this long for it to answer again before it stops the migration.
 UNREACHABLE_GRACE = 30.0
@@ -580,7 +606,7 @@ def _run(mod) -> dict:
         result["msg"] = "Nothing to migrate."
         result["summary"] = summary_table([], selection.skipped)
         return result
-    _require_agreement(selection.selected, run_.observation, run_.current)
+    _require_agreement(selection.selected, _served_everywhere(run_, selection.selected), run_.current)
     choice = _choose(run_)
     result["backend"] = {"backend": choice.backend, "api_version": choice.api_version, "reason": choice.reason}
     result["changed"] = True
