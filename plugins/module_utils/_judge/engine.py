@@ -112,7 +112,7 @@ def _judge_one(name, observation, target, profiles, options):
         next_step += (f" Note: the apiservers running now cannot read {view.storage_version}, which the target writes: "
                       f"once the target has written objects, rolling back needs a migration back first.")
     # a resource the target may not serve at all: every stored object is at stake, whatever its version
-    behind_flags = verdict == UNKNOWN and steps.served_behind_flags(case) is not None
+    behind_flags = verdict == UNKNOWN and case.behind_flags is not None  # not an unknown of another cause
     readable = set() if behind_flags else _readable(view)
     named, named_note = measured.object_names(options.audit, name, readable) if verdict != SAFE else ([], "")
     if named:

@@ -41,6 +41,9 @@ class Case:
     ev: Evidence
     observation: object
     profiles: object
+    # Set by ``behind_flags`` when it turned a safe verdict unknown (why the target may not serve the resource): the
+    # engine names every stored object then, and a rehearsal that serves the resource settles it.
+    behind_flags: Optional[str] = None
 
 
 def migrate_step(name, is_custom, current, extra_versions=None) -> str:
@@ -266,6 +269,7 @@ def behind_flags(case: Case, decision):
     why = served_behind_flags(case) if verdict == SAFE else None
     if why is None:
         return decision
+    case.behind_flags = why
     return (UNKNOWN, f"{why}. The release data alone would say: {reason}",
             f"rehearse with the target binary and the cluster's flags (kubeupgrade_rehearsal; storage_rehearsal) to measure "
             f"whether it serves {case.name}; or, if the target's flags do not enable it, export the objects (kubectl get "

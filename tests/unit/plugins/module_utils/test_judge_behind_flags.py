@@ -52,6 +52,16 @@ def test_a_verdict_that_already_blocks_keeps_its_own_next_step():
     assert steps.behind_flags(case("devicetaintrules.resource.k8s.io", "1.35", ["v1beta2"]), unsafe) == unsafe
 
 
+def test_only_the_unknown_it_made_is_marked_as_behind_flags():
+    """An unknown of another cause (a record listing Unknown) is not one a rehearsal that serves the resource settles."""
+    doubted = case("devicetaintrules.resource.k8s.io", "1.35", ["v1beta2"])
+    steps.behind_flags(doubted, (UNKNOWN, "the record lists Unknown.", "migrate.", None))
+    assert doubted.behind_flags is None
+    flagged = case("devicetaintrules.resource.k8s.io", "1.35", ["v1beta2"])
+    steps.behind_flags(flagged, SAFE_DECISION)
+    assert "only in v1alpha3" in flagged.behind_flags
+
+
 def test_offline_or_custom_resources_are_left_to_the_other_rules():
     assert steps.behind_flags(case("devicetaintrules.resource.k8s.io", "1.35", None, reachable=False), SAFE_DECISION) \
         == SAFE_DECISION
