@@ -377,14 +377,16 @@ def remove_stale_private_dirs(tmp_dir: Optional[str] = None) -> List[str]:
     removed = []
     for path in glob.glob(os.path.join(tmp_dir or tempfile.gettempdir(), KEYS_PREFIX + "*")):
         pid = os.path.basename(path)[len(KEYS_PREFIX):].split("-", 1)[0]
-        if not pid.isdigit() or _running(int(pid)) or not os.path.isdir(path) or os.stat(path).st_uid != os.getuid():
+        if not pid.isdigit() or process_running(int(pid)) or not os.path.isdir(path) or os.stat(path).st_uid != os.getuid():
             continue
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
 
 
-def _running(pid: int) -> bool:
+def process_running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts too): a leftover is removed only once its run is
+    gone (here, and the rehearsal's scratch workspaces)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -27,6 +27,7 @@ import time
 from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import process_running
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import etcd_version as versions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
@@ -45,16 +46,6 @@ UNNAMED_GRACE = 60.0  # seconds a workspace without its owner file is taken for 
 
 class RehearsalError(KubeUpgradeError):
     """The rehearsal could not be run: names the option or the tool at fault and what to do."""
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _cmdline(pid: int) -> str:
@@ -91,7 +82,7 @@ def _owner_running(path: str) -> bool:
         pid = int(fields[0])
     except ValueError:
         return False
-    return pid > 0 and _alive(pid) and (len(fields) < 2 or not _started(pid) or _started(pid) == fields[1])
+    return pid > 0 and process_running(pid) and (len(fields) < 2 or not _started(pid) or _started(pid) == fields[1])
 
 
 def remove_stale(work_dir: Optional[str] = None) -> List[str]:
@@ -109,7 +100,7 @@ def remove_stale(work_dir: Optional[str] = None) -> List[str]:
         except OSError:
             children = []
         for pid in children:
-            if _alive(pid) and path in _cmdline(pid):
+            if process_running(pid) and path in _cmdline(pid):
                 os.kill(pid, signal.SIGKILL)
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
