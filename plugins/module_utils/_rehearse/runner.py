@@ -42,6 +42,7 @@ FLAG_OPTIONS = {"encryption_config": "encryption-provider-config", "runtime_conf
                 "service_cluster_ip_range": "service-cluster-ip-range", "emulated_version": "emulated-version",
                 "min_compatibility_version": "min-compatibility-version",
                 "emulation_forward_compatible": "emulation-forward-compatible"}
+FLAG_OPTIONS_BY_FLAG = {flag: option for option, flag in FLAG_OPTIONS.items()}
 _VERSION = re.compile(r"Kubernetes (v(\d+)\.(\d+)\.\d+\S*)")
 MIB = 1 << 20
 
@@ -125,7 +126,25 @@ def storage_flags(params: dict, manifest: Dict[str, str]) -> Dict[str, str]:
     if path and not os.path.isfile(path):
         raise ConfigurationError(f"encryption_config: {path} does not exist on this host (the apiserver's "
                                  "--encryption-provider-config; without it the target cannot read data encrypted at rest)")
+    _check_compatibility_flags(flags)
     return flags
+
+
+_MINOR = re.compile(r"^(kube=)?v?1\.\d+$")  # --emulated-version takes 1.35 or kube=1.35
+
+
+def _check_compatibility_flags(flags: Dict[str, str]) -> None:
+    """The compatibility version flags (KEP-4330), checked before anything starts: a bad value would only show as a
+    target that exits at start, after the whole copy."""
+    for flag in ("emulated-version", "min-compatibility-version"):
+        value = flags.get(flag)
+        if value is not None and not _MINOR.match(value):
+            raise ConfigurationError(f"{FLAG_OPTIONS_BY_FLAG[flag]}: {value!r} is not a minor release (--{flag} takes "
+                                     "one such as 1.35, quoted); give it, or \"\" to drop the manifest's")
+    value = flags.get("emulation-forward-compatible")
+    if value is not None and value.lower() not in ("true", "false"):
+        raise ConfigurationError(f"emulation_forward_compatible: {value!r} is not true or false (--emulation-forward-"
+                                 "compatible is a boolean); give one of them, or \"\" to drop the manifest's")
 
 
 def _etcd_source(params: dict, manifest: Dict[str, str]) -> Optional[EtcdSettings]:
@@ -395,8 +414,6 @@ def rehearse(plan_: Plan, warn=None) -> dict:
     result["headline"] = model.headline(result)
     return result
 
-
-FLAG_OPTIONS_BY_FLAG = {flag: option for option, flag in FLAG_OPTIONS.items()}
 
 
 def _live_size(settings: EtcdSettings) -> Optional[int]:

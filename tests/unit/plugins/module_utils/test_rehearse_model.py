@@ -157,3 +157,18 @@ def test_the_compatibility_version_flags_come_from_the_manifest_and_the_options(
                      "emulation-forward-compatible": "true"}
     flags = runner.storage_flags({"emulated_version": "", "min_compatibility_version": ""}, manifest)  # step 2: dropped
     assert flags == {"runtime-config": "api/all=true"}
+
+
+@pytest.mark.parametrize("options, needle", [
+    ({"emulated_version": "1.35.2"}, "emulated_version: '1.35.2' is not a minor release"),
+    ({"emulated_version": "latest"}, "emulated_version: 'latest' is not a minor release"),
+    ({"min_compatibility_version": "35"}, "min_compatibility_version: '35' is not a minor release"),
+    ({"emulation_forward_compatible": "yes please"}, "emulation_forward_compatible: 'yes please' is not true or false"),
+])
+def test_a_bad_compatibility_version_flag_is_one_clear_error_before_anything_starts(options, needle):
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match=needle):
+        runner.storage_flags(options, {})
+    assert runner.storage_flags({"emulated_version": "kube=1.35", "emulation_forward_compatible": "True"}, {})
