@@ -415,7 +415,6 @@ def rehearse(plan_: Plan, warn=None) -> dict:
     return result
 
 
-
 def _live_size(settings: EtcdSettings) -> Optional[int]:
     try:
         return EtcdReader(settings).db_size()
