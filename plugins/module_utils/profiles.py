@@ -142,9 +142,17 @@ class ReleaseProfile:
     resources: Dict[str, ResourceProfile] = field(default_factory=dict)
     removed: List[str] = field(default_factory=list)
     source: str = SHIPPED  # "shipped", or the user file / "inline profiles" that last changed it
+    # A binary run at an older release's APIs (KEP-4330): emulation.profile_at predicts what it stores there.
+    emulated: Optional[str] = None
+    min_compatibility: Optional[str] = None
 
     def get(self, name: str) -> Optional[ResourceProfile]:
         return self.resources.get(name)
+
+    @property
+    def label(self) -> str:
+        """``1.36``, or ``1.36 emulating 1.35`` for a binary at an older release's APIs: for messages and reports."""
+        return f"{self.release} emulating {self.emulated}" if self.emulated and self.emulated != self.release else self.release
 
 
 class ProfileSet:

@@ -49,3 +49,55 @@ def test_the_rehearsal_runs_the_target_at_an_emulated_version(real_plane_factory
     result = runner.rehearse(runner.plan(params))
     assert result["started"] and result["flags"]["emulated-version"] == TODAY_FROM, result.get("start_failure")
     assert result["verdict"] == "safe" and result["blocking"] == [], result["report_text"]
+
+
+# (binary, emulated release, beta gates the emulated release has): every persisted resource each serves is compared.
+# Alpha gates are refused at an emulated version; --emulation-forward-compatible serves the newer beta versions of
+# what the emulated release serves, which the rule must not store.
+EMULATIONS = [
+    ("1.36", "1.33", "ClusterTrustBundle"),
+    ("1.36", "1.34", "ClusterTrustBundle MutatingAdmissionPolicy"),
+    ("1.36", "1.35", "StorageVersionMigrator ClusterTrustBundle PodCertificateRequest MutatingAdmissionPolicy"),
+    ("1.33", "1.31", ""),
+    ("1.33", "1.32", ""),
+]
+
+
+def _discovered_hashes(plane) -> dict:
+    """kubectl-style resource name -> the storage version hashes its group/versions report."""
+    group_versions = ["/api/v1"] + [f"/apis/{gv['groupVersion']}" for g in plane.get("/apis")["groups"] for gv in g["versions"]]
+    found = {}
+    for path in group_versions:
+        group = path.split("/")[2] if path.startswith("/apis/") else ""
+        for resource in plane.get(path)["resources"]:
+            if "/" not in resource["name"] and resource.get("storageVersionHash"):
+                name = f"{resource['name']}.{group}" if group else resource["name"]
+                found.setdefault(name, set()).add(resource["storageVersionHash"])
+    return found
+
+
+@pytest.mark.parametrize("binary, emulated, gates", EMULATIONS, ids=[f"{b}-at-{e}" for b, e, _g in EMULATIONS])
+def test_the_predicted_storage_version_at_an_emulated_release_is_what_the_binary_stores(
+        real_plane_factory, binary, emulated, gates):
+    """KEP-4330's storage rule and the pins that bypass it (emulation.profile_at), against what the real binary's
+    discovery reports for every persisted resource it serves at --emulated-version."""
+    from realcp.plane import release_flags
+
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils import emulation, profiles
+
+    own = release_flags(binary)
+    feature_gates = {**{gate: None for gate in own["feature_gates"]}, **{gate: "true" for gate in gates.split()}}
+    runtime_config = {**{api: None for api in own["runtime_config"]}, "api/all": "true"}
+    plane = real_plane_factory([binary], etcd_version=TODAY_ETCD, feature_gates={"*": feature_gates},
+                               runtime_config={"*": runtime_config},
+                               extra_flags={"*": [f"--emulated-version={emulated}", "--emulation-forward-compatible=true"]})
+    version = plane.get("/version")
+    assert (version["emulationMinor"], version["minCompatibilityMinor"]) == (
+        emulated.split(".")[1], emulation.min_compatibility(binary, emulated).split(".")[1]), version
+    predicted = emulation.profile_at(profiles.load_profiles(), binary, emulated)
+    discovered = _discovered_hashes(plane)
+    compared = {name: entry for name, entry in predicted.resources.items() if name in discovered}
+    wrong = {name: (entry.storage_version, sorted(discovered[name])) for name, entry in compared.items()
+             if discovered[name] != {entry.storage_hash()}}
+    assert wrong == {}, wrong
+    assert len(compared) >= 50, sorted(compared)
