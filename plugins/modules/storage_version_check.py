@@ -39,6 +39,22 @@ options:
       - The Kubernetes release the apiservers will run, such as C("1.34") or C(v1.34.2). Quote it in YAML.
       - Must have a release profile (shipped, or added with O(profiles_file) or O(profiles)).
     type: str
+  target_emulated_release:
+    description:
+      - The release the binary of O(target_release) will emulate (C(--emulated-version), compatibility versions,
+        KEP-4330), such as C("1.35") for step 1 of a two-step upgrade to 1.36.
+      - The target's storage versions are then predicted as the binary computes them at that release (the first
+        non-alpha version introduced by the minimum compatibility release, else the first introduced by the emulated
+        release; the storage pins of the binary's release bypass it), and only the versions the emulated release
+        introduced count as served. What the binary can decode stays the binary's.
+      - With O(upgrading), a host is done only at the binary of O(target_release) B(and) this emulated release.
+      - Default (unset) is the binary at its own release.
+    type: str
+  target_min_compatibility_release:
+    description:
+      - The target's C(--min-compatibility-version) (Kubernetes 1.35+). Default is what the binary chooses, the
+        emulated release minus one (the binary's release minus one for a 1.32 binary).
+    type: str
   target_endpoint:
     description:
       - Base URL of an apiserver that already runs the target binary; its live discovery tells what it serves.
@@ -530,6 +546,13 @@ running_releases:
   type: list
   elements: str
   sample: ["1.32"]
+target_emulation:
+  description:
+    - How the target binary runs when O(target_emulated_release) or O(target_min_compatibility_release) is given - its
+      release, the release it emulates and the minimum compatibility release its storage versions keep.
+  returned: when O(target_emulated_release) or O(target_min_compatibility_release) is given
+  type: dict
+  sample: {"release": "1.36", "emulated_release": "1.35", "min_compatibility_release": "1.34"}
 would_block:
   description:
     - In check mode with O(check_mode_after_changes=true), the resource verdicts (C(needs_migration), C(unknown)) in
@@ -568,6 +591,8 @@ EMPTY_RESULT = {"resources": [], "counts": {}, "verdict": "unknown", "report_mar
 def argument_spec() -> dict:
     return {
         "target_release": {"type": "str"},
+        "target_emulated_release": {"type": "str"},
+        "target_min_compatibility_release": {"type": "str"},
         "target_endpoint": {"type": "str"},
         "target_crds": {"type": "list", "elements": "raw", "default": []},
         "profiles_file": {"type": "path"},

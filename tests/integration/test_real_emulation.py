@@ -31,6 +31,40 @@ def test_an_apiserver_emulating_the_previous_release_is_seen_and_not_counted_as_
     assert roll["done"] is False and "emulating 1.35" in roll["msg"], (roll, explain(result))
 
 
+def test_step_one_of_the_two_step_upgrade_is_judged_and_rolled_at_the_emulated_release(
+        real_plane_factory, ansible_playbook, tmp_path):
+    """The gate of step 1 (target 1.36 emulating 1.35): the target stores VolumeAttributesClasses as v1 (1.35 pins
+    v1beta1, 1.36 does not), which the 1.35 apiservers read; a host is done at binary 1.36 emulating 1.35, and that host
+    is not done for step 2 (1.36 at its own release)."""
+    plane = real_plane_factory([TODAY_FROM, TODAY_FROM], etcd_version=TODAY_ETCD, feature_gates={TODAY_TO: NOT_EMULATED},
+                               extra_flags={TODAY_TO: [f"--emulated-version={TODAY_FROM}"]})
+    plane.create("/apis/storage.k8s.io/v1/volumeattributesclasses",
+                 {"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttributesClass", "metadata": {"name": "gold"},
+                  "driverName": "csi.example.com", "parameters": {"iops": "3000"}})
+    step1 = {"target_release": TODAY_TO, "target_emulated_release": TODAY_FROM, "fail_on": [],
+             "upgrade_order": plane.endpoints}
+
+    result, check = run_module(ansible_playbook, tmp_path, plane, "before", "storage_version_check",
+                               {**step1, "upgrading": plane.endpoints[0]})
+    assert check["target_emulation"] == {"release": TODAY_TO, "emulated_release": TODAY_FROM,
+                                         "min_compatibility_release": "1.34"}, check
+    row = next(r for r in check["resources"] if r["resource"] == "volumeattributesclasses.storage.k8s.io")
+    assert row["target_storage_version"] == "v1" and row["verdict"] != "unsafe", row  # 1.35 reads v1
+    assert check["roll"]["done"] is False and f"{TODAY_TO} emulating {TODAY_FROM}" in check["roll"]["msg"], check["roll"]
+
+    plane.restart(0, release=TODAY_TO)
+    assert plane.get("/version", index=0)["emulationMinor"] == TODAY_FROM.split(".")[1]
+    result, check = run_module(ansible_playbook, tmp_path, plane, "next", "storage_version_check",
+                               {**step1, "upgrading": plane.endpoints[1]})
+    assert check["roll"]["pending_before"] == [] and check["roll"]["stop"] is False, (check["roll"], explain(result))
+    result, check = run_module(ansible_playbook, tmp_path, plane, "again", "storage_version_check",
+                               {**step1, "upgrading": plane.endpoints[0]})
+    assert check["roll"]["done"] is True, check["roll"]
+    result, check = run_module(ansible_playbook, tmp_path, plane, "step2", "storage_version_check", {
+        "target_release": TODAY_TO, "fail_on": [], "upgrade_order": plane.endpoints, "upgrading": plane.endpoints[0]})
+    assert check["roll"]["done"] is False and "emulating" in check["roll"]["msg"], check["roll"]
+
+
 def test_the_rehearsal_runs_the_target_at_an_emulated_version(real_plane_factory, tmp_path):
     """Step 1 of the two-step upgrade rehearsed: the 1.36 binary at --emulated-version=1.35 on a copy of a 1.35 store."""
     from real_binaries import rehearsal_flags, seed_135

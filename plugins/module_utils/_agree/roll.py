@@ -16,9 +16,9 @@ from typing import List, Optional
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 
-def _done(endpoint, target_release: str) -> bool:
+def _done(endpoint, target_release: str, emulated: Optional[str] = None) -> bool:
     """At the target binary and, where the apiserver emulates a release (KEP-4330), at the target emulation too."""
-    return bool(endpoint and endpoint.reachable and endpoint.ready and endpoint.at(target_release))
+    return bool(endpoint and endpoint.reachable and endpoint.ready and endpoint.at(target_release, emulated))
 
 
 def _state(endpoint) -> str:
@@ -41,12 +41,18 @@ def check_options(order: List[str], upgrading: Optional[str], target_release: Op
                                  "the endpoints of every host of the roll, in the order they are upgraded")
 
 
-def position(endpoints, order: List[str], upgrading: str, target_release: Optional[str], check_mode: bool = False) -> dict:
+def position(endpoints, order: List[str], upgrading: str, target, check_mode: bool = False) -> dict:
     """``{endpoint, release, ready, done, pending_before, unready, stop, msg}`` for the apiserver ``upgrading`` in
     ``order``, ``endpoints`` being every apiserver observed. The roll stops (``stop``) when an apiserver is unreachable or
     not ready (``unready``), or a host before this one is not on the target and ready (``pending_before``) - except
-    in check mode, which upgrades no host, so the hosts before this one cannot be on the target there."""
+    in check mode, which upgrades no host, so the hosts before this one cannot be on the target there. ``target``: the
+    release, or the target's release profile, whose ``emulated`` release (step 1 of a two-step upgrade) a host must
+    run at too."""
+    target_release, emulated = (target.release, target.emulated) if hasattr(target, "emulated") else (target, None)
     check_options(order, upgrading, target_release)
+    goal = target_release
+    if emulated and emulated != target_release:
+        goal = f"{goal} emulating {emulated}"
     order = [url.rstrip("/") for url in order or []]
     upgrading = upgrading.rstrip("/")
     by_url = {ep.endpoint.rstrip("/"): ep for ep in endpoints}
@@ -55,26 +61,26 @@ def position(endpoints, order: List[str], upgrading: str, target_release: Option
         raise ConfigurationError(f"upgrade_order names {', '.join(missing)}, which are not among the endpoints observed: "
                                  "give every apiserver of the roll in endpoints too")
     before = order[:order.index(upgrading)]
-    pending = [url for url in before if not _done(by_url[url], target_release)]
+    pending = [url for url in before if not _done(by_url[url], target_release, emulated)]
     unready = [ep.endpoint for ep in endpoints if not (ep.reachable and ep.ready)]
     this = by_url[upgrading]
-    done = _done(this, target_release)
+    done = _done(this, target_release, emulated)
     if unready:
         msg = (f"not touching {upgrading}: not every apiserver is reachable and ready ("
                + "; ".join(f"{ep.endpoint}: {_state(ep)}" for ep in endpoints if ep.endpoint in unready)
                + "). Fix the control plane first.")
     elif pending and check_mode:
-        msg = (f"{upgrading} ({_state(this)}): {len(pending)} host(s) before it are not on {target_release}, as expected in "
+        msg = (f"{upgrading} ({_state(this)}): {len(pending)} host(s) before it are not on {goal}, as expected in "
                "check mode, which upgrades no host: the roll goes on.")
     elif pending:
-        msg = (f"not touching {upgrading}: the hosts before it in the roll are not all on {target_release} and ready ("
+        msg = (f"not touching {upgrading}: the hosts before it in the roll are not all on {goal} and ready ("
                + "; ".join(f"{url}: {_state(by_url[url])}" for url in pending)
                + "). A host was skipped (unreachable, or its upgrade failed): fix it and run the playbook again; hosts "
-               f"already on {target_release} are skipped.")
+               f"already on {goal} are skipped.")
     elif done:
-        msg = f"{upgrading} already runs {target_release} and is ready: not upgraded again."
+        msg = f"{upgrading} already runs {goal} and is ready: not upgraded again."
     else:
-        msg = f"{upgrading} ({_state(this)}) is next: every host before it runs {target_release}."
+        msg = f"{upgrading} ({_state(this)}) is next: every host before it runs {goal}."
     return {"endpoint": upgrading, "release": this.release, "ready": this.ready, "done": done,
             "pending_before": pending, "unready": unready, "stop": bool(unready) or (bool(pending) and not check_mode),
             "msg": msg}

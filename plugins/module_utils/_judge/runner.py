@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import emulation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
@@ -54,6 +55,9 @@ def validate(params) -> None:
         raise ConfigurationError("Nothing to check against: give target_release (for example \"1.34\", quoted), "
                                  "target_endpoint, target_crds and/or rehearsal.")
     rehearsed.validate(params.get("rehearsal"), params.get("target_release"))
+    if (params.get("target_emulated_release") or params.get("target_min_compatibility_release")) and not params.get("target_release"):
+        raise ConfigurationError("target_emulated_release and target_min_compatibility_release describe how the binary of "
+                                 "target_release runs: give target_release too (for example \"1.36\" emulating \"1.35\").")
     if params.get("record_max_age") is not None and params["record_max_age"] < 0:
         raise ConfigurationError(f"record_max_age must be 0 or more seconds, got {params['record_max_age']}.")
     measured.validate(params.get("audit"))
@@ -120,6 +124,9 @@ def run(module) -> dict:
     # A rehearsal says which release it is: its release data judges what the rehearsal does not read.
     release_name = params["target_release"] or rehearsed.release_of(params.get("rehearsal"))
     release = profiles.get(release_name) if release_name else None  # an unknown release is named before any request
+    if release is not None and (params.get("target_emulated_release") or params.get("target_min_compatibility_release")):
+        release = emulation.profile_at(profiles, release.release, params.get("target_emulated_release"),
+                                       params.get("target_min_compatibility_release"))
     manifests = load_target_crds(params["target_crds"]) if params["target_crds"] else None
     resources = params["resources"] or None
     running = offline.running_releases(params.get("running_releases"), profiles)
@@ -152,15 +159,18 @@ def run(module) -> dict:
         _check_names(params, observation, profiles, manifests)
     seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
     _warn(module, judgement, seen)
-    result = result_of(judgement, seen, title=_title(params, release_name), resources=resources)
+    result = result_of(judgement, seen, title=_title(params, release.label if release else release_name), resources=resources)
+    if release is not None and release.emulated:
+        result["target_emulation"] = {"release": release.release, "emulated_release": release.emulated,
+                                      "min_compatibility_release": release.min_compatibility}
     result["migration"] = decisions.migration_before_roll(
         result["verdict"], result["releases"], options.audit is not None, bool(params["target_crds"]),
         not_observed=seen.not_observed_message(options.now) if seen is not None else "")
     if options.offline:
         result["running_releases"] = running
     if params.get("upgrading"):
-        result["roll"] = roll.position(seen.endpoints, params.get("upgrade_order") or [], params["upgrading"],
-                                       release.release if release else None, check_mode=module.check_mode)
+        result["roll"] = roll.position(seen.endpoints, params.get("upgrade_order") or [], params["upgrading"], release,
+                                       check_mode=module.check_mode)
     if would_block is not None:
         result["would_block"] = would_block
     if refreshed is not None:
@@ -207,7 +217,7 @@ def _offline(options: JudgeOptions, profiles, running, unreachable=()):
 
 
 def _title(params, release_name: Optional[str] = None) -> str:
-    target = params.get("target_release") or params.get("target_endpoint") or release_name or "the target CRD manifests"
+    target = release_name or params.get("target_endpoint") or "the target CRD manifests"
     return f"Storage pre-flight for {target}"
 
 

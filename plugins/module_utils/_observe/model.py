@@ -67,10 +67,11 @@ class EndpointObservation:
         """True when this endpoint's discovery of ``group`` is complete: a failure elsewhere does not concern it."""
         return self.reachable and not self.failed_for(group, ignore)
 
-    def at(self, release: str) -> bool:
-        """Runs ``release``: the binary's release, and the release it emulates when it reports one (a 1.36 binary
-        emulating 1.35 is not at 1.36 yet: it serves and stores as 1.35)."""
-        return self.release == release and (self.emulated_release or release) == release
+    def at(self, release: str, emulated: Optional[str] = None) -> bool:
+        """Runs ``release`` at ``emulated`` (default: ``release`` itself): the binary's release, and the release it
+        emulates when it reports one (a 1.36 binary emulating 1.35 is not at 1.36 yet: it serves and stores as 1.35,
+        which is where step 1 of a two-step upgrade wants it)."""
+        return self.release == release and (self.emulated_release or release) == (emulated or release)
 
     @property
     def emulating(self) -> str:

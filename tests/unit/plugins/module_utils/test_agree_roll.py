@@ -8,6 +8,7 @@ import pytest
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import EndpointObservation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import ReleaseProfile
 
 ORDER = ["https://cp1:6443", "https://cp2:6443", "https://cp3:6443"]
 
@@ -83,3 +84,23 @@ def test_a_host_at_the_target_binary_still_emulating_the_old_release_is_not_done
     assert not found["done"] and "release 1.36 emulating 1.35" in found["msg"], found
     emulating[1].emulated_release = "1.36"
     assert roll.position(emulating, ORDER[:2], ORDER[1], "1.36")["done"]
+
+
+STEP1 = ReleaseProfile(release="1.36", emulated="1.35", min_compatibility="1.34")
+
+
+def _emulating(release, emulated):
+    return [EndpointObservation(endpoint=url, reachable=True, release=rel, ready=True, emulated_release=emu)
+            for url, rel, emu in zip(ORDER, release, emulated)]
+
+
+def test_step_one_of_a_two_step_upgrade_counts_a_host_done_at_the_target_binary_emulating_the_current_release():
+    """1.36 emulating 1.35 is done for step 1 and not for step 2; a 1.36 host at its own release is not done for step 1
+    (it would have to go back to emulating 1.35, which this roll does not do silently)."""
+    plane = _emulating(["1.36", "1.35", "1.36"], ["1.35", None, None])
+    step1 = roll.position(plane, ORDER, ORDER[1], STEP1)
+    assert (step1["done"], step1["pending_before"]) == (False, []) and "1.36 emulating 1.35" in step1["msg"]
+    assert roll.position(plane, ORDER, ORDER[0], STEP1)["done"] is True
+    assert roll.position(plane, ORDER, ORDER[0], "1.36")["done"] is False
+    assert roll.position(plane, ORDER, ORDER[2], STEP1)["pending_before"] == [ORDER[1]]
+    assert roll.position(plane, ORDER, ORDER[2], "1.36")["done"] is True
