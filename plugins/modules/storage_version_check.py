@@ -55,6 +55,17 @@ options:
       - The target's C(--min-compatibility-version) (Kubernetes 1.35+). Default is what the binary chooses, the
         emulated release minus one (the binary's release minus one for a 1.32 binary).
     type: str
+  upgrade_strategy:
+    description:
+      - V(one_step) judges the target binary at its own release.
+      - V(two_step) (compatibility versions, KEP-4330) decides from the apiservers which step of the two-step upgrade to
+        O(target_release) comes next (RV(two_step)) and judges it - step 1, the target binary emulating the release the
+        apiservers run now (as O(target_emulated_release) would); step 2, the target at its own release, once every
+        apiserver runs its binary. A plane in the middle of a one-step roll is refused. O(target_emulated_release), when
+        given, wins.
+    type: str
+    choices: [one_step, two_step]
+    default: one_step
   target_endpoint:
     description:
       - Base URL of an apiserver that already runs the target binary; its live discovery tells what it serves.
@@ -553,6 +564,14 @@ target_emulation:
   returned: when O(target_emulated_release) or O(target_min_compatibility_release) is given
   type: dict
   sample: {"release": "1.36", "emulated_release": "1.35", "min_compatibility_release": "1.34"}
+two_step:
+  description:
+    - With O(upgrade_strategy=two_step), the step this run makes - C(step) (1, 2, or 0 when every apiserver already runs
+      the target at its own release), C(emulated_release) (the release the target binary runs at in step 1, else null),
+      C(current_release) and C(msg).
+  returned: when O(upgrade_strategy=two_step)
+  type: dict
+  sample: {"step": 1, "emulated_release": "1.35", "current_release": "1.35", "msg": "step 1 of 2: ..."}
 would_block:
   description:
     - In check mode with O(check_mode_after_changes=true), the resource verdicts (C(needs_migration), C(unknown)) in
@@ -593,6 +612,7 @@ def argument_spec() -> dict:
         "target_release": {"type": "str"},
         "target_emulated_release": {"type": "str"},
         "target_min_compatibility_release": {"type": "str"},
+        "upgrade_strategy": {"type": "str", "choices": ["one_step", "two_step"], "default": "one_step"},
         "target_endpoint": {"type": "str"},
         "target_crds": {"type": "list", "elements": "raw", "default": []},
         "profiles_file": {"type": "path"},

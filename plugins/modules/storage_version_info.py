@@ -52,6 +52,12 @@ options:
         quoted); RV(as_expected) says whether it does. An apiserver whose binary is of that release but emulates an
         older one (RV(endpoints[].emulated_release)) does not yet. Empty - any release.
     type: str
+  expect_emulated_release:
+    description:
+      - With O(expect_release), expect every endpoint to run that binary at this emulated release (C(--emulated-version),
+        compatibility versions, KEP-4330), such as C("1.35") after step 1 of a two-step upgrade to 1.36. Empty - the
+        binary at its own release.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -229,6 +235,7 @@ def argument_spec() -> dict:
         "include": {"type": "list", "elements": "str", "choices": list(runner.INCLUDE_CHOICES), "default": list(runner.INCLUDE_CHOICES)},
         "expect_ready": {"type": "bool", "default": False},
         "expect_release": {"type": "str"},
+        "expect_emulated_release": {"type": "str"},
     }
 
 

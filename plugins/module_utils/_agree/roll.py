@@ -84,3 +84,40 @@ def position(endpoints, order: List[str], upgrading: str, target, check_mode: bo
     return {"endpoint": upgrading, "release": this.release, "ready": this.ready, "done": done,
             "pending_before": pending, "unready": unready, "stop": bool(unready) or (bool(pending) and not check_mode),
             "msg": msg}
+
+
+def two_step(endpoints, target_release: str) -> dict:
+    """Which step of a two-step upgrade to ``target_release`` (compatibility versions, KEP-4330) this run makes, from
+    the apiservers that answered: ``{step, emulated_release, current_release, msg}``.
+
+    Step 1 swaps the binaries at the current release's APIs (``emulated_release``: the release the apiservers not on
+    the target binary run, or that those on it emulate); step 2 moves the emulation to the target, once every
+    apiserver runs the target binary; step 0: every apiserver runs the target at its own release, nothing to do. A
+    plane that mixes the target at its own APIs with older apiservers is a one-step roll in progress: refused."""
+    answered = [ep for ep in endpoints if ep.reachable and ep.release]
+    if not answered:
+        raise ConfigurationError("upgrade_strategy two_step: no apiserver answered, so which step to make cannot be "
+                                 "established; fix the connection and run again")
+    serving = sorted({ep.emulated_release or ep.release for ep in answered}, key=lambda r: tuple(map(int, r.split("."))))
+    states = "; ".join(f"{ep.endpoint}: release {ep.release}{ep.emulating}" for ep in answered)
+    if all(ep.at(target_release) for ep in answered):
+        return {"step": 0, "emulated_release": None, "current_release": target_release,
+                "msg": f"every apiserver runs {target_release} at its own release: the two-step upgrade is done ({states})."}
+    older = [release for release in serving if release != target_release]
+    if len(older) > 1:
+        raise ConfigurationError(f"upgrade_strategy two_step: the apiservers serve different releases ({states}); bring "
+                                 "them to one release first")
+    current = older[0]
+    if all(ep.release == target_release for ep in answered):
+        return {"step": 2, "emulated_release": None, "current_release": current,
+                "msg": f"step 2 of 2: every apiserver runs the {target_release} binary (emulating {current} until its host "
+                       f"is done); each host moves to {target_release}'s own APIs and storage versions, then the "
+                       "migrations run."}
+    if target_release in serving:
+        raise ConfigurationError(
+            f"upgrade_strategy two_step: some apiservers already run {target_release} at its own release and others not "
+            f"its binary yet ({states}): this is a one-step roll in progress. Finish it with upgrade_strategy one_step, "
+            f"or bring those apiservers back to emulating {current}.")
+    return {"step": 1, "emulated_release": current, "current_release": current,
+            "msg": f"step 1 of 2: each host gets the {target_release} binary at --emulated-version={current}, which "
+                   f"keeps {current}'s APIs and storage versions (the binary rollback stays open); run again for step 2."}

@@ -55,6 +55,9 @@ def validate(params) -> None:
         raise ConfigurationError("Nothing to check against: give target_release (for example \"1.34\", quoted), "
                                  "target_endpoint, target_crds and/or rehearsal.")
     rehearsed.validate(params.get("rehearsal"), params.get("target_release"))
+    if params.get("upgrade_strategy") == "two_step" and params.get("offline"):
+        raise ConfigurationError("upgrade_strategy two_step is decided from the apiservers (which step they are at); "
+                                 "offline, give target_emulated_release instead.")
     if (params.get("target_emulated_release") or params.get("target_min_compatibility_release")) and not params.get("target_release"):
         raise ConfigurationError("target_emulated_release and target_min_compatibility_release describe how the binary of "
                                  "target_release runs: give target_release too (for example \"1.36\" emulating \"1.35\").")
@@ -124,7 +127,7 @@ def run(module) -> dict:
     # A rehearsal says which release it is: its release data judges what the rehearsal does not read.
     release_name = params["target_release"] or rehearsed.release_of(params.get("rehearsal"))
     release = profiles.get(release_name) if release_name else None  # an unknown release is named before any request
-    if release is not None and (params.get("target_emulated_release") or params.get("target_min_compatibility_release")):
+    if release is not None:
         release = emulation.profile_at(profiles, release.release, params.get("target_emulated_release"),
                                        params.get("target_min_compatibility_release"))
     manifests = load_target_crds(params["target_crds"]) if params["target_crds"] else None
@@ -143,9 +146,7 @@ def run(module) -> dict:
         if options.audit is not None and observation.endpoints and not any(ep.reachable for ep in observation.endpoints):
             # Accepting an unreachable apiserver means "judge without it": from the audit, never "pass".
             observation = _offline(options, profiles, running, unreachable=observation.endpoints)
-    if not release_name and params.get("target_running_release"):
-        release_name = decisions.require_running_release(observed.endpoints if observed else [])
-        release = profiles.get(release_name)
+    release, plan = _release_judged(params, profiles, release, observed)
     target = Target(release=release, live=live, crd_manifests=manifests)
     refreshed = None
     if decisions.refreshes_records(params.get("refresh_records"), options.audit is not None) and not options.offline:
@@ -160,6 +161,8 @@ def run(module) -> dict:
     seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
     _warn(module, judgement, seen)
     result = result_of(judgement, seen, title=_title(params, release.label if release else release_name), resources=resources)
+    if plan is not None:
+        result["two_step"] = plan
     if release is not None and release.emulated:
         result["target_emulation"] = {"release": release.release, "emulated_release": release.emulated,
                                       "min_compatibility_release": release.min_compatibility}
@@ -177,6 +180,20 @@ def run(module) -> dict:
         result["records_refreshed"] = refreshed
         result["changed"] = refreshed["changed"]
     return result
+
+
+def _release_judged(params, profiles, release, observed):
+    """The target's profile once the apiservers were observed, and the two-step plan (None without
+    upgrade_strategy two_step): the running release where target_running_release asks for it; with two_step, the
+    target binary at the step this run makes (step 1: emulating the release the apiservers run now)."""
+    endpoints = observed.endpoints if observed else []
+    if release is None and params.get("target_running_release"):
+        release = profiles.get(decisions.require_running_release(endpoints))
+    if params.get("upgrade_strategy") != "two_step" or release is None or params.get("target_emulated_release"):
+        return release, None
+    plan = roll.two_step(endpoints, release.release)
+    return emulation.profile_at(profiles, release.release, plan["emulated_release"],
+                                params.get("target_min_compatibility_release")), plan
 
 
 def _warn(module, judgement, seen) -> None:

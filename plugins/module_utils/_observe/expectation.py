@@ -13,12 +13,13 @@ def _state(ep) -> str:
     return f"{'ready' if ep.ready else 'NOT ready'}, release {ep.release or '?'}{ep.emulating}"
 
 
-def expected(endpoints: List, ready: bool = False, release: Optional[str] = None) -> Tuple[bool, str]:
+def expected(endpoints: List, ready: bool = False, release: Optional[str] = None, emulated: Optional[str] = None) -> Tuple[bool, str]:
     """``(as_expected, msg)``: every endpoint reachable, ready when ``ready``, at ``release`` when given (the minor
     release, as ``/version`` reports it: ``1.33``; a binary of that release emulating an older one is not at it yet).
     No endpoint observed is never as expected."""
-    wanted = ", ".join((["ready"] if ready else []) + ([f"release {release}"] if release else [])) or "reachable"
-    met = bool(endpoints) and all(ep.reachable and (ep.ready or not ready) and (not release or ep.at(release))
+    at = f"release {release}" + (f" emulating {emulated}" if emulated and emulated != release else "")
+    wanted = ", ".join((["ready"] if ready else []) + ([at] if release else [])) or "reachable"
+    met = bool(endpoints) and all(ep.reachable and (ep.ready or not ready) and (not release or ep.at(release, emulated))
                                   for ep in endpoints)
     seen = "; ".join(f"{ep.endpoint}: {_state(ep)}" for ep in endpoints) or "no apiserver observed"
     return met, f"{seen} ({'as expected' if met else 'expected'}: {wanted})"

@@ -53,7 +53,7 @@ def info_result(observation, resources, include) -> dict:
     }
 
 
-def expected_release(value, profiles) -> Optional[str]:
+def expected_release(value, profiles, option="expect_release") -> Optional[str]:
     """``expect_release`` as a minor release (``v1.33.2`` -> ``1.33``), checked before any request: a release no
     profile knows (an unquoted 1.30 that YAML read as 1.3) would never match and make a wait run all its retries."""
     if not value:
@@ -61,10 +61,10 @@ def expected_release(value, profiles) -> Optional[str]:
     try:
         release = normalize_release(value)
     except ProfileError as error:
-        raise ConfigurationError(f"expect_release: {error}") from None
+        raise ConfigurationError(f"{option}: {error}") from None
     hint = release_hint(value)
     if hint and release not in profiles.releases():
-        raise ConfigurationError(f"expect_release: {value!r} is no Kubernetes release the collection knows (known: "
+        raise ConfigurationError(f"{option}: {value!r} is no Kubernetes release the collection knows (known: "
                                  f"{', '.join(profiles.releases())}). {hint}")
     return release
 
@@ -74,10 +74,14 @@ def run(module) -> dict:
     params = module.params
     profiles = load_profiles()
     release = expected_release(params.get("expect_release"), profiles)
+    emulated = expected_release(params.get("expect_emulated_release"), profiles, "expect_emulated_release")
+    if emulated and not release:
+        raise ConfigurationError("expect_emulated_release: give expect_release too - the binary's release, which runs "
+                                 "at the emulated one")
     observation = module.observer(profiles).observe(params["resources"] or None, params["include"])
     result = info_result(observation, params["resources"], params["include"])
     result["as_expected"], result["expectation_msg"] = expectation.expected(
-        observation.endpoints, ready=params.get("expect_ready", False), release=release)
+        observation.endpoints, ready=params.get("expect_ready", False), release=release, emulated=emulated)
     if not any(e.reachable for e in observation.endpoints):
         raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
                                + ". Fix the connection (the errors above name the cause) and run again.",

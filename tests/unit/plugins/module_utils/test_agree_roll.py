@@ -104,3 +104,22 @@ def test_step_one_of_a_two_step_upgrade_counts_a_host_done_at_the_target_binary_
     assert roll.position(plane, ORDER, ORDER[0], "1.36")["done"] is False
     assert roll.position(plane, ORDER, ORDER[2], STEP1)["pending_before"] == [ORDER[1]]
     assert roll.position(plane, ORDER, ORDER[2], "1.36")["done"] is True
+
+
+@pytest.mark.parametrize("releases, emulated, step, emulating", [
+    (["1.35", "1.35", "1.35"], [None, None, None], 1, "1.35"),
+    (["1.36", "1.35", "1.35"], ["1.35", None, None], 1, "1.35"),  # step 1 resumed
+    (["1.36", "1.36", "1.36"], ["1.35", "1.35", "1.35"], 2, None),
+    (["1.36", "1.36", "1.36"], [None, "1.35", "1.35"], 2, None),  # step 2 resumed
+    (["1.36", "1.36", "1.36"], [None, None, None], 0, None),
+])
+def test_the_two_step_plan_is_the_next_step_the_apiservers_are_at(releases, emulated, step, emulating):
+    plan = roll.two_step(_emulating(releases, emulated), "1.36")
+    assert (plan["step"], plan["emulated_release"]) == (step, emulating), plan
+
+
+def test_the_two_step_plan_refuses_a_one_step_roll_in_progress_and_a_plane_nobody_answered_for():
+    with pytest.raises(ConfigurationError, match="one-step roll in progress"):
+        roll.two_step(_emulating(["1.36", "1.35", "1.35"], [None, None, None]), "1.36")
+    with pytest.raises(ConfigurationError, match="no apiserver answered"):
+        roll.two_step(endpoints(None, None, None), "1.36")

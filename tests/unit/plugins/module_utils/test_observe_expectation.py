@@ -49,3 +49,12 @@ def test_a_binary_of_the_release_emulating_an_older_one_is_not_at_it():
     assert expected([emulating], True, "1.35")[0] is False  # nor at the release it emulates: its binary is 1.36
     emulating.emulated_release = "1.36"
     assert expected([emulating], True, "1.36")[0] is True
+
+
+def test_an_expected_emulated_release_is_met_only_by_the_binary_at_that_emulation():
+    step1 = EndpointObservation(endpoint="https://cp1:6443", reachable=True, ready=True, release="1.36", emulated_release="1.35")
+    own = EndpointObservation(endpoint="https://cp2:6443", reachable=True, ready=True, release="1.36")
+    assert expected([step1], ready=True, release="1.36", emulated="1.35")[0] is True
+    met, msg = expected([own], ready=True, release="1.36", emulated="1.35")
+    assert met is False and "expected: ready, release 1.36 emulating 1.35" in msg
+    assert expected([step1], ready=True, release="1.36")[0] is False
