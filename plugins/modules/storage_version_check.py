@@ -584,15 +584,17 @@ would_block:
 roll:
   description:
     - Where the rolling upgrade stands before the host of O(upgrading) is touched, from the apiservers themselves.
-    - C(done) - it already runs O(target_release) and is ready (not upgraded again); C(pending_before) - the endpoints
-      earlier in O(upgrade_order) that are not on O(target_release) and ready; C(unready) - every apiserver observed
-      that is unreachable or not ready.
+    - C(release) and C(emulated_release) - what the apiserver of O(upgrading) runs now (a rollback returns to it).
+    - C(done) - it already runs O(target_release) (at O(target_emulated_release) when given) and is ready (not upgraded
+      again); C(pending_before) - the endpoints earlier in O(upgrade_order) that are not on the target and ready;
+      C(unready) - every apiserver observed that is unreachable or not ready.
     - C(stop) - the roll must stop before this host - an apiserver in C(unready), or one in C(pending_before) (not in
       check mode, which upgrades no host, so the hosts before this one cannot be on the target there); C(msg) says why,
       else whether this host is done or next.
   returned: when O(upgrading) is given
   type: dict
-  sample: {"endpoint": "https://10.0.0.12:6443", "release": "1.32", "ready": true, "done": false, "pending_before": [],
+  sample: {"endpoint": "https://10.0.0.12:6443", "release": "1.32", "emulated_release": null, "ready": true, "done": false,
+           "pending_before": [],
            "unready": [], "stop": false,
            "msg": "https://10.0.0.12:6443 (release 1.32, ready) is next: every host before it runs 1.33."}
 """

@@ -58,6 +58,14 @@ options:
         compatibility versions, KEP-4330), such as C("1.35") after step 1 of a two-step upgrade to 1.36. Empty - the
         binary at its own release.
     type: str
+  two_step_to:
+    description:
+      - The target release of a two-step upgrade (compatibility versions, KEP-4330). RV(two_step) then says which step
+        comes next from what the apiservers run - step 1, the target binary emulating the release they run now; step 2,
+        the target at its own release once every apiserver runs its binary; 0, done. A plane in the middle of a
+        one-step roll is refused. The same decision as P(kubeupgrade.storage.storage_version_check#module)'s
+        C(upgrade_strategy=two_step), before anything is judged (the rehearsal of step 1 needs the emulated release).
+    type: str
 """
 
 EXAMPLES = r"""
@@ -94,6 +102,14 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+two_step:
+  description:
+    - With O(two_step_to), the next step of the two-step upgrade - C(step) (1, 2, or 0 when every apiserver already
+      runs the target at its own release), C(emulated_release) (what the target binary emulates in step 1, else null),
+      C(current_release) and C(msg).
+  returned: when O(two_step_to) is given
+  type: dict
+  sample: {"step": 1, "emulated_release": "1.35", "current_release": "1.35", "msg": "step 1 of 2: ..."}
 endpoints:
   description: What each apiserver endpoint reported, in the order given.
   returned: always
@@ -236,6 +252,7 @@ def argument_spec() -> dict:
         "expect_ready": {"type": "bool", "default": False},
         "expect_release": {"type": "str"},
         "expect_emulated_release": {"type": "str"},
+        "two_step_to": {"type": "str"},
     }
 
 

@@ -164,6 +164,16 @@ def test_upgrade_hosts_that_match_no_host_fail_naming_the_variable(ansible_playb
     assert "kubeupgrade_upgrade_hosts (cp9) matches no host" in result.stdout, explain(result)
 
 
+def test_a_two_step_upgrade_with_the_default_kubeadm_tasks_is_refused_before_anything_is_read(ansible_playbook, tmp_path):
+    """kubeadm cannot emulate a release (kubernetes/kubeadm#3263): its default per-host tasks would run step 1 as a
+    one-step upgrade, so the playbook refuses before any apiserver is asked."""
+    result = ansible_playbook(PLAYBOOKS / "upgrade.yml", inventory=INVENTORY, extra_vars={
+        "kubeupgrade_target_release": "1.36", "kubeupgrade_upgrade_strategy": "two_step"})
+    assert result.rc != 0, explain(result)
+    assert "kubeupgrade_upgrade_strategy two_step needs per-host tasks" in result.stdout, explain(result)
+    assert "kubeupgrade.storage.storage_version" not in result.stdout, explain(result)
+
+
 def test_three_hosts_behind_one_url_are_a_load_balancer_error_before_anything_is_read(ansible_playbook, tmp_path):
     result = ansible_playbook(PLAYBOOKS / "upgrade.yml", inventory=INVENTORY, extra_vars={
         "kubeupgrade_target_release": "1.33", "kubeupgrade_apiserver_url": "https://lb.example:6443"})

@@ -28,6 +28,7 @@ def _parser():
             command.add_argument("--release", help="e.g. 1.33 or 1.33.5 (default: the one it ran)")
             command.add_argument("--broken", action="store_true", help="start it so that it exits at once")
             command.add_argument("--no-wait", dest="wait", action="store_false", help="do not wait until it is ready")
+            command.add_argument("--emulated-version", help="run at this release's APIs (kept for later starts; '' clears it)")
             command.add_argument("--timeout", type=float, default=plane.READY_TIMEOUT, help="seconds to wait (default %(default)s)")
     reap = commands.add_parser("reap")
     reap.add_argument("--root", required=True, help="a directory holding planes' work directories")
@@ -43,7 +44,7 @@ def main(argv=None):
             plane.stop_apiserver(args.state, args.index)
         else:
             action = plane.restart_apiserver if args.command == "restart" else plane.start_apiserver
-            action(args.state, args.index, args.release, args.broken, args.wait, args.timeout)
+            action(args.state, args.index, args.release, args.broken, args.wait, args.timeout, args.emulated_version)
             server = plane.load_state(args.state)["apiservers"][args.index]
             print(f"apiserver-{args.index}: {server['version']} pid {server['pid']} {server['endpoint']}")
     except (plane.PlaneError, OSError, IndexError) as error:

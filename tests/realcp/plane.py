@@ -338,6 +338,8 @@ def apiserver_argv(state, index, path, broken=False):
         argv.append("--runtime-config=" + ",".join(f"{k}={v}" for k, v in sorted(apis.items())))
     for key in _override_keys(index, version):
         argv += state["overrides"]["extra_flags"].get(key, [])
+    if server.get("emulated_version"):  # as kubeadm's extraArgs would: the beta APIs of the release it emulates go on
+        argv += [f"--emulated-version={server['emulated_version']}", "--emulation-forward-compatible=true"]
     return [*argv, BROKEN_FLAG] if broken else argv
 
 
@@ -400,14 +402,18 @@ def stop_apiserver(state_file, index, timeout=STOP_TIMEOUT):
         server.update(pid=None, pid_start=None)
 
 
-def start_apiserver(state_file, index, release=None, broken=False, wait=True, timeout=READY_TIMEOUT):
+def start_apiserver(state_file, index, release=None, broken=False, wait=True, timeout=READY_TIMEOUT, emulated=None):
     """Start apiserver ``index`` (its recorded release unless ``release``) on its port, certificates and etcd.
 
     ``broken`` adds a flag no release knows, so the apiserver exits at once, as one that does not
-    come back after an upgrade; with ``wait`` that is a PlaneError. Returns the Popen of the new process.
+    come back after an upgrade; with ``wait`` that is a PlaneError. ``emulated``: the release it runs at
+    (``--emulated-version``, kept for later starts; ``""`` clears it; None keeps what it had). Returns the Popen of the
+    new process.
     """
     with locked_state(state_file) as state:
         server = state["apiservers"][index]
+        if emulated is not None:
+            server["emulated_version"] = emulated or None
         if alive(server["pid"], server["pid_start"]):
             raise PlaneError(f"apiserver-{index} is running (pid {server['pid']}): stop it first")
         process = _spawn(state, index, release or server["release"], broken)
@@ -417,10 +423,10 @@ def start_apiserver(state_file, index, release=None, broken=False, wait=True, ti
     return process
 
 
-def restart_apiserver(state_file, index, release=None, broken=False, wait=True, timeout=READY_TIMEOUT):
+def restart_apiserver(state_file, index, release=None, broken=False, wait=True, timeout=READY_TIMEOUT, emulated=None):
     """One rolling-upgrade step: stop apiserver ``index``, start ``release``'s binary in its place, wait until ready."""
     stop_apiserver(state_file, index)
-    return start_apiserver(state_file, index, release, broken, wait, timeout)
+    return start_apiserver(state_file, index, release, broken, wait, timeout, emulated)
 
 
 def _owned_processes(state):

@@ -42,7 +42,7 @@ def check_options(order: List[str], upgrading: Optional[str], target_release: Op
 
 
 def position(endpoints, order: List[str], upgrading: str, target, check_mode: bool = False) -> dict:
-    """``{endpoint, release, ready, done, pending_before, unready, stop, msg}`` for the apiserver ``upgrading`` in
+    """``{endpoint, release, emulated_release, ready, done, pending_before, unready, stop, msg}`` for the apiserver ``upgrading`` in
     ``order``, ``endpoints`` being every apiserver observed. The roll stops (``stop``) when an apiserver is unreachable or
     not ready (``unready``), or a host before this one is not on the target and ready (``pending_before``) - except
     in check mode, which upgrades no host, so the hosts before this one cannot be on the target there. ``target``: the
@@ -81,7 +81,7 @@ def position(endpoints, order: List[str], upgrading: str, target, check_mode: bo
         msg = f"{upgrading} already runs {goal} and is ready: not upgraded again."
     else:
         msg = f"{upgrading} ({_state(this)}) is next: every host before it runs {goal}."
-    return {"endpoint": upgrading, "release": this.release, "ready": this.ready, "done": done,
+    return {"endpoint": upgrading, "release": this.release, "emulated_release": this.emulated_release, "ready": this.ready, "done": done,
             "pending_before": pending, "unready": unready, "stop": bool(unready) or (bool(pending) and not check_mode),
             "msg": msg}
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import expectation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES
@@ -75,6 +76,7 @@ def run(module) -> dict:
     profiles = load_profiles()
     release = expected_release(params.get("expect_release"), profiles)
     emulated = expected_release(params.get("expect_emulated_release"), profiles, "expect_emulated_release")
+    two_step_to = expected_release(params.get("two_step_to"), profiles, "two_step_to")
     if emulated and not release:
         raise ConfigurationError("expect_emulated_release: give expect_release too - the binary's release, which runs "
                                  "at the emulated one")
@@ -82,6 +84,8 @@ def run(module) -> dict:
     result = info_result(observation, params["resources"], params["include"])
     result["as_expected"], result["expectation_msg"] = expectation.expected(
         observation.endpoints, ready=params.get("expect_ready", False), release=release, emulated=emulated)
+    if two_step_to and any(e.reachable for e in observation.endpoints):
+        result["two_step"] = roll.two_step(observation.endpoints, two_step_to)
     if not any(e.reachable for e in observation.endpoints):
         raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
                                + ". Fix the connection (the errors above name the cause) and run again.",
