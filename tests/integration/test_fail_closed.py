@@ -170,7 +170,7 @@ def test_a_two_step_upgrade_with_the_default_kubeadm_tasks_is_refused_before_any
     result = ansible_playbook(PLAYBOOKS / "upgrade.yml", inventory=INVENTORY, extra_vars={
         "kubeupgrade_target_release": "1.36", "kubeupgrade_upgrade_strategy": "two_step"})
     assert result.rc != 0, explain(result)
-    assert "kubeupgrade_upgrade_strategy two_step needs per-host tasks" in result.stdout, explain(result)
+    assert "kubeupgrade_upgrade_strategy two_step (or kubeupgrade_target_emulated_release) needs per-host tasks" in result.stdout, explain(result)
     assert "kubeupgrade.storage.storage_version" not in result.stdout, explain(result)
 
 

@@ -85,6 +85,14 @@ def test_the_two_step_upgrade_binaries_at_the_current_release_then_the_emulation
                  **_extra(plane, tmp_path, TODAY_TO, step=2))
     assert result.rc == 0 and "the two-step upgrade is done" in result.stdout, explain(result)
 
+    # The emulation rollback (KEP-4330's story 2): the same binaries back at 1.35's APIs, host by host.
+    result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_TO,
+                 kubeupgrade_target_emulated_release=TODAY_FROM, **_extra(plane, tmp_path, TODAY_TO, step=1))
+    assert result.rc == 0, explain(result)
+    assert versions(plane) == ["v1.36.2", "v1.36.2"] and _emulating(plane) == ["35", "35"], explain(result)
+    assert report(tmp_path, "step1-1.36")["verdict"] == "safe"
+    assert seeded_objects_read(plane) == {0: [], 1: []}
+
 
 def test_after_step_one_the_binary_rollback_with_the_same_playbook_every_host_back_every_object_read(
         real_plane_factory, ansible_playbook, tmp_path):
