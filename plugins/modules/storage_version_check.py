@@ -564,6 +564,15 @@ target_emulation:
   returned: when O(target_emulated_release) or O(target_min_compatibility_release) is given
   type: dict
   sample: {"release": "1.36", "emulated_release": "1.35", "min_compatibility_release": "1.34"}
+way_back_release:
+  description:
+    - The release a binary rollback from the target returns to, as the apiservers run now - the oldest release one of
+      them serves as (its emulated release, else its binary's) older than the target; null when every apiserver
+      already serves as the target. C(upgrade.yml) judges the way back to it after the roll (report
+      C(rollback-<release>)).
+  returned: when a target release is judged against live apiservers
+  type: str
+  sample: "1.35"
 two_step:
   description:
     - With O(upgrade_strategy=two_step), the step this run makes - C(step) (1, 2, or 0 when every apiserver already runs

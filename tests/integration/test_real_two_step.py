@@ -61,6 +61,9 @@ def _step1(ansible_playbook, plane, tmp_path):
     assert versions(plane) == ["v1.36.2", "v1.36.2"] and _emulating(plane) == ["35", "35"], explain(result)
     step1 = report(tmp_path, "step1-1.36")
     assert step1["verdict"] == "safe" and step1["blocking"] == [], step1
+    # The promise of step 1, judged after it: the binary rollback to 1.35 is open.
+    assert "The binary rollback to 1.35 is open" in result.stdout, explain(result)
+    assert report(tmp_path, "rollback-1.35")["blocking"] == []
     assert seeded_objects_read(plane) == {0: [], 1: []}
     # What step 1 writes, as predicted: VolumeAttributesClasses v1 (1.35 pins v1beta1; 1.35 reads v1).
     assert {discovery_hash(plane, "storage.k8s.io/v1", "volumeattributesclasses", index=i) for i in (0, 1)} == {
@@ -75,7 +78,8 @@ def test_the_two_step_upgrade_binaries_at_the_current_release_then_the_emulation
     result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_TO,
                  **_extra(plane, tmp_path, TODAY_TO, step=2))
     assert result.rc == 0, explain(result)
-    assert "step 2 of 2" in result.stdout, explain(result)
+    assert "step 2 of 2" in result.stdout and "The binary rollback to 1.35 is " in result.stdout, \
+        [line for line in result.stdout.splitlines() if "rollback" in line.lower() or "way back" in line.lower()]
     assert versions(plane) == ["v1.36.2", "v1.36.2"] and _emulating(plane) == ["36", "36"], explain(result)
     final = report(tmp_path, "final-1.36")
     assert final["verdict"] == "safe" and final["blocking"] == [], final

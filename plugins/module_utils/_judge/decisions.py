@@ -9,6 +9,7 @@ from typing import List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import SAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import release_sort_key
 
 # What may be migrated before the roll (the ``migration`` result's booleans).
 MIGRATE_RESOURCES = "resources"  # what the records and a check against the target select (the migrate role)
@@ -35,6 +36,18 @@ def require_running_release(endpoints) -> str:
                                  + ", ".join(ep.endpoint for ep in endpoints) + "), so there is nothing to judge "
                                  "against; give target_release, or bring an apiserver back.")
     return release
+
+
+def way_back(endpoints, target_release: Optional[str]) -> Optional[str]:
+    """The release a binary rollback from ``target_release`` returns to, as the apiservers run it now: the oldest
+    release one serves as (its emulated release, else its binary's) that is older than the target; None when every
+    apiserver already serves as the target (or none answered)."""
+    if not target_release:
+        return None
+    key = release_sort_key
+    older = [ep.emulated_release or ep.release for ep in endpoints if ep.reachable and ep.release]
+    older = [release for release in older if key(release) < key(target_release)]
+    return min(older, key=key) if older else None
 
 
 def migration_before_roll(verdict: str, releases: List[str], audit_given: bool, target_crds_given: bool,

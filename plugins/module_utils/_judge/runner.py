@@ -169,8 +169,7 @@ def run(module) -> dict:
     result["migration"] = decisions.migration_before_roll(
         result["verdict"], result["releases"], options.audit is not None, bool(params["target_crds"]),
         not_observed=seen.not_observed_message(options.now) if seen is not None else "")
-    if options.offline:
-        result["running_releases"] = running
+    result.update(_releases_around(options, running, seen, release))
     if params.get("upgrading"):
         result["roll"] = roll.position(seen.endpoints, params.get("upgrade_order") or [], params["upgrading"], release,
                                        check_mode=module.check_mode)
@@ -194,6 +193,15 @@ def _release_judged(params, profiles, release, observed):
     plan = roll.two_step(endpoints, release.release)
     return emulation.profile_at(profiles, release.release, plan["emulated_release"],
                                 params.get("target_min_compatibility_release")), plan
+
+
+def _releases_around(options, running, seen, release) -> dict:
+    """Offline, the releases the audit was judged as running; live, the release a rollback from the target returns to."""
+    if options.offline:
+        return {"running_releases": running}
+    if release is None:
+        return {}
+    return {"way_back_release": decisions.way_back(seen.endpoints if seen else [], release.release)}
 
 
 def _warn(module, judgement, seen) -> None:

@@ -65,3 +65,16 @@ def test_nothing_is_migrated_before_the_roll_while_an_apiserver_the_cluster_list
     found = decisions.migration_before_roll("needs_migration", ["1.35"], True, False, not_observed=reason)
     assert found == {"resources": False, "objects_from_audit": False,
                      "why": f"Not migrating before the rolling upgrade: {reason}"}
+
+
+def test_the_way_back_is_the_oldest_release_an_apiserver_serves_as_below_the_target():
+    def ep(release, emulated=None, reachable=True):
+        return EndpointObservation(endpoint=f"https://{release}-{emulated}", reachable=reachable, release=release,
+                                   emulated_release=emulated)
+
+    assert decisions.way_back([ep("1.35"), ep("1.35")], "1.36") == "1.35"
+    assert decisions.way_back([ep("1.36", "1.35"), ep("1.35")], "1.36") == "1.35"  # step 1 under way
+    assert decisions.way_back([ep("1.36", "1.35"), ep("1.36")], "1.36") == "1.35"  # step 2 under way
+    assert decisions.way_back([ep("1.36"), ep("1.36")], "1.36") is None
+    assert decisions.way_back([ep("1.36"), ep("1.35", reachable=False)], "1.36") is None
+    assert decisions.way_back([ep("1.36")], "1.35") is None  # a rollback's own way back is not below it
