@@ -38,8 +38,13 @@ def _headline(judgement) -> str:
             + ", ".join(f"{v}: {judgement.counts.get(v, 0)}" for v in VERDICT_ORDER) + offline + ")")
 
 
+def _persisted(item) -> list:
+    return list(item.persisted_versions) + [h if h == UNKNOWN_HASH else f"{h} (unmapped)" for h in item.unresolved_hashes]
+
+
 def render_markdown(judgement, title: str = "") -> str:
-    """A table an operator can read in a ticket or a PR comment, worst verdicts first."""
+    """A report an operator can read in a ticket or a PR comment: the decision, then what is not safe (worst first,
+    with the reason and the next step), then the safe resources in one compact table."""
     lines = [f"# {title}", ""] if title else []
     lines += [f"**{_headline(judgement)}**", ""]
     if judgement.notes:
@@ -49,16 +54,26 @@ def render_markdown(judgement, title: str = "") -> str:
         lines += ["| " + " | ".join(_cell(v) for v in (f.subject, f.verdict, _status(f), f.reason, f.next_step)) + " |"
                   for f in judgement.findings]
         lines.append("")
-    lines += [
-        "| resource | verdict | gate | objects | persisted | current | target storage | target reads | reason | next step |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for item in _worst_first(judgement.resources):
-        persisted = list(item.persisted_versions) + [h if h == UNKNOWN_HASH else f"{h} (unmapped)" for h in item.unresolved_hashes]
-        verdict = item.verdict + (" (conservative)" if item.conservative else "")
-        lines.append("| " + " | ".join(_cell(v) for v in (
-            item.resource, verdict, _status(item), item.objects or "-", persisted, item.current_versions,
-            item.target_storage_version, item.target_decodable_versions, item.reason, item.next_step)) + " |")
+    attention = [item for item in _worst_first(judgement.resources) if item.verdict != SAFE or item.accepted]
+    safe = [item for item in _worst_first(judgement.resources) if item not in attention]
+    if attention:
+        lines += [
+            "| resource | verdict | gate | objects | persisted | current | target storage | target reads | reason | next step |",
+            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        ]
+        for item in attention:
+            verdict = item.verdict + (" (conservative)" if item.conservative else "")
+            lines.append("| " + " | ".join(_cell(v) for v in (
+                item.resource, verdict, _status(item), item.objects or "-", _persisted(item), item.current_versions,
+                item.target_storage_version, item.target_decodable_versions, item.reason, item.next_step)) + " |")
+    elif judgement.resources:
+        lines.append("Every resource is safe: every version persisted is one the target reads.")
+    if safe:
+        lines += ["", f"**Safe ({len(safe)})**: nothing to do for these.", "",
+                  "| resource | objects | persisted | current | target storage |", "| --- | --- | --- | --- | --- |"]
+        lines += ["| " + " | ".join(_cell(v) for v in (item.resource, item.objects or "-", _persisted(item),
+                                                        item.current_versions, item.target_storage_version)) + " |"
+                  for item in safe]
     for title_, rows, key in (("Not stored in this etcd (aggregated APIs, not judged)", judgement.not_stored, "group_version"),
                               ("Skipped (StorageState records of resources nothing serves)", judgement.skipped, "resource")):
         if rows:

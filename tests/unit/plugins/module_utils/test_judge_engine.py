@@ -527,6 +527,10 @@ def test_rendering_lists_every_resource_worst_first():
     rows = [line for line in markdown.splitlines() if line.startswith("| ") and not line.startswith("| resource |") and "---" not in line]
     assert len(rows) == len(result.resources)
     assert rows[0].startswith(f"| {SVM} | unsafe")
+    # The decision leads: what is not safe, with reasons, then the safe ones in one compact table after it.
+    attention, _sep, safe_part = markdown.partition(f"**Safe ({result.counts[SAFE]})**")
+    assert safe_part and "| pods | unknown | BLOCKS" in attention and "| configmaps |" in safe_part
+    assert "none: nothing to do" not in markdown
     assert f"**Storage pre-flight: {result.worst}, gate blocks (2)" in markdown
     text = report.render_text(result)
     assert text.splitlines()[0].startswith(f"Storage pre-flight: {result.worst}, gate blocks (2)")
