@@ -3,10 +3,12 @@
 apiserver answers: only a real apiserver decides what a PUT of an object as read does to a deleted, re-created or
 changed object, and whether a rewrite reaches etcd in the current storage version.
 
-- The default write (``write: put``, the whole object PUT back as read) through the module: Secrets stored before
-  encryption at rest was turned on end up encrypted in etcd, custom resources stored as ``v1alpha1`` end up as
-  ``v1``, ConfigMaps already current are not written to etcd at all (a no-op), and no object's content changes
-  (every object read before and after is byte-equal as JSON, except ``resourceVersion`` and ``managedFields``).
+- The default write (``write: put``, the whole object PUT back as read) through the module, on 1.32 and on today's
+  1.36: Secrets stored before encryption at rest was turned on (among them ones written as real tools write them:
+  server-side applied, kubectl-applied, 700 KiB, held by a finalizer while being deleted) end up encrypted in etcd,
+  custom resources stored as ``v1alpha1`` end up as ``v1``, ConfigMaps already current are not written to etcd at all
+  (a no-op), and no object's content changes (every object read before and after is byte-equal as JSON, except
+  ``resourceVersion`` and ``managedFields``; a server-side applied object keeps its managers).
 - Both writes (``put`` and ``apply``) against objects changed under them, for a ConfigMap, a Lease (a resource whose
   update may create: a PUT without the uid re-creates a deleted Lease) and a custom resource: an object deleted
   after the LIST is not re-created, an object updated after the LIST is not overwritten; both count as done (409).
@@ -19,7 +21,7 @@ import json
 
 import pytest
 from ansible.module_utils.testing import patch_module_args  # ansible-core 2.19+, the oldest supported
-from real_binaries import GADGETS_CRD, create, wait_for
+from real_binaries import GADGETS_CRD, TODAY_ETCD, TODAY_TO, create, wait_for
 from realcp.plane import NOBODY_TOKEN, locked_state
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
@@ -85,9 +87,27 @@ def _run_module(plane, capsys, **args):
     return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
 
 
+def _seed_secrets_as_tools_write_them(plane):
+    """Secrets as real tools leave them: server-side applied (managedFields of another manager), applied by kubectl
+    client-side (the last-applied annotation), large (700 KiB), and held by a finalizer while being deleted."""
+    secrets = f"/api/v1/namespaces/{NAMESPACE}/secrets"
+    status, answer = plane.request("PATCH", f"{secrets}/ssa?fieldManager=ops-tool&force=true", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "ssa", "labels": {"owner": "ops"}},
+        "stringData": {"token": "applied"}}, content_type="application/apply-patch+yaml")
+    assert status == 201, answer
+    applied = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "applied"}, "data": {"k": "dg=="}}
+    create(plane, secrets, {**applied, "metadata": {"name": "applied", "annotations": {
+        "kubectl.kubernetes.io/last-applied-configuration": json.dumps(applied, separators=(",", ":")) + "\n"}}})
+    create(plane, secrets, {"metadata": {"name": "large"}, "type": "Opaque", "stringData": {"blob": "x" * (700 * 1024)}})
+    create(plane, secrets, {"metadata": {"name": "held", "finalizers": ["example.com/hold"]}, "stringData": {"p": "q"}})
+    status, answer = plane.request("DELETE", f"{secrets}/held")
+    assert status in (200, 202), answer
+
+
+@pytest.mark.parametrize("release", ["1.32", TODAY_TO])
 def test_the_default_write_rewrites_every_object_in_the_current_storage_version_and_changes_no_content(
-        real_plane_factory, capsys):
-    plane = real_plane_factory(["1.32"])
+        real_plane_factory, capsys, release):
+    plane = real_plane_factory([release], etcd_version=TODAY_ETCD if release == TODAY_TO else None)
     create(plane, "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
     for i in range(30):
         create(plane, f"/api/v1/namespaces/{NAMESPACE}/configmaps",
@@ -100,11 +120,12 @@ def test_the_default_write_rewrites_every_object_in_the_current_storage_version_
         create(plane, f"/apis/example.com/v1alpha1/namespaces/{NAMESPACE}/gadgets",
                {"apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": f"g-{i:02d}"},
                 "spec": {"size": i, "ratio": i / 3, "nested": {"list": [1, 2.5, "x", None, True]}, "big": 2 ** 53 + i}})
+    _seed_secrets_as_tools_write_them(plane)
     _switch_gadget_storage(plane, "v1")
     _turn_encryption_on(plane)
     secret_keys = plane.etcd_keys(f"/registry/secrets/{NAMESPACE}/")
     gadget_keys = plane.etcd_keys(f"/registry/example.com/gadgets/{NAMESPACE}/")
-    assert len(secret_keys) == 20 and len(gadget_keys) == 15
+    assert len(secret_keys) == 24 and len(gadget_keys) == 15
     assert not any(plane.etcd_value(k).startswith(ENCRYPTED) for k in secret_keys)  # stored before encryption
     assert {json.loads(plane.etcd_value(k))["apiVersion"] for k in gadget_keys} == {"example.com/v1alpha1"}
     collections = {"configmaps": f"/api/v1/namespaces/{NAMESPACE}/configmaps",
@@ -132,6 +153,9 @@ def test_the_default_write_rewrites_every_object_in_the_current_storage_version_
     # ConfigMaps were current already: the apiserver found each PUT unchanged and wrote nothing (same resourceVersion)
     assert {k: o["metadata"]["resourceVersion"] for k, o in after["configmaps"].items()} == {
         k: o["metadata"]["resourceVersion"] for k, o in before["configmaps"].items()}
+    # a server-side applied Secret keeps its managers; the one held by a finalizer is still being deleted
+    assert after["secrets"]["ssa"]["metadata"]["managedFields"] == before["secrets"]["ssa"]["metadata"]["managedFields"]
+    assert after["secrets"]["held"]["metadata"].get("deletionTimestamp") and after["secrets"]["large"]["data"]["blob"]
     # the rewritten ones got a new resourceVersion, and no manager of ours in managedFields (nothing changed)
     for key, obj in after["gadgets"].items():
         assert obj["metadata"]["resourceVersion"] != before["gadgets"][key]["metadata"]["resourceVersion"]

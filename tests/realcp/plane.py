@@ -753,8 +753,9 @@ class ControlPlane:
 
     # -- talking to it
 
-    def request(self, method, path, body=None, index=0, token=None, timeout=30):
-        """(status, JSON or text) of a request to apiserver ``index`` with the admin token (``token=""``: anonymous)."""
+    def request(self, method, path, body=None, index=0, token=None, timeout=30, content_type=None):
+        """(status, JSON or text) of a request to apiserver ``index`` with the admin token (``token=""``: anonymous);
+        a body is JSON (a merge patch for PATCH) unless ``content_type`` says otherwise (a server-side apply)."""
         headers = {"Accept": "application/json"}
         token = ADMIN_TOKEN if token is None else token
         if token:
@@ -762,7 +763,7 @@ class ControlPlane:
         data = None
         if body is not None:
             data = body if isinstance(body, bytes) else json.dumps(body).encode()
-            headers["Content-Type"] = "application/merge-patch+json" if method == "PATCH" else "application/json"
+            headers["Content-Type"] = content_type or ("application/merge-patch+json" if method == "PATCH" else "application/json")
         request = urllib.request.Request(self.endpoints[index] + path, data=data, method=method, headers=headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout, context=_ssl_context(self.ca_cert)) as response:
