@@ -203,8 +203,10 @@ def _writers_unknown(case: Case) -> bool:
 
 
 def _stored_unreadable_offline(case: Case, unreadable):
+    """Unknown, not needs_migration: without the releases that write now, no verdict may promise that a migration
+    fixes what the target cannot read (in a real mixed 1.28/1.32 store no running apiserver could rewrite them)."""
     shown = ", ".join(unreadable)
-    return (NEEDS_MIGRATION,
+    return (UNKNOWN,
             f"objects of {case.name} are stored as {shown}, which {case.view.source} cannot decode; judged offline "
             "without running_releases, what the running apiservers read and write is not known, so whether a migration "
             "through them rewrites these objects into a version the target reads is not established.",
