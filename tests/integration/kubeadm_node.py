@@ -478,7 +478,7 @@ class KubeadmNode:
         self._lock = None
         self._containerd = None
         self._mounted = []
-        self._before = None
+        self.host_before = None
         self._created_paths = []
 
     # -- what tests use
@@ -593,9 +593,9 @@ class KubeadmNode:
                 if time.monotonic() > deadline:
                     raise NodeError(f"another kubeadm test node held {LOCK} for {COMMAND_TIMEOUT} s") from None
                 time.sleep(2)
-        self._before = host_state()
-        if self._before["cgroups"]:
-            raise NodeError(f"kubepods cgroups exist before the node starts (another kubelet?): {self._before['cgroups']}")
+        self.host_before = host_state()
+        if self.host_before["cgroups"]:
+            raise NodeError(f"kubepods cgroups exist before the node starts (another kubelet?): {self.host_before['cgroups']}")
         busy = [port for port in PORTS if not port_free(port)]
         if busy:
             raise NodeError(f"kubeadm's fixed ports are in use on this machine: {busy}")
@@ -671,6 +671,13 @@ oom_score = 0
     bin_dir = "{self.containerd_dir / 'cni-bin'}"
     conf_dir = "{self.containerd_dir / 'cni-conf'}"
 """, encoding="utf-8")
+        # A network configuration whose plugin is never called (every pod here is a static pod on the host network):
+        # containerd then reports the network ready, and the node is Ready, as kubeadm upgrade's ControlPlaneNodesReady
+        # preflight check requires.
+        (self.containerd_dir / "cni-conf" / "10-kubeupgrade-test.conflist").write_text(json.dumps({
+            "cniVersion": "1.0.0", "name": "kubeupgrade-test",
+            "plugins": [{"type": "bridge", "bridge": "kubeupgrade0", "ipam": {"type": "host-local", "subnet": "10.244.0.0/24"}}]}),
+            encoding="utf-8")
         encryption = Path("/etc/kubernetes/encryption")
         encryption.mkdir(parents=True, exist_ok=True)
         key = base64.b64encode(os.urandom(32)).decode()
@@ -856,7 +863,7 @@ oom_score = 0
     def _remove_cgroups(self):
         left = []
         for cgroup in _kubepods_cgroups():
-            if self._before and cgroup in self._before["cgroups"]:
+            if self.host_before and cgroup in self.host_before["cgroups"]:
                 continue
             for dirpath, _dirs, _files in sorted(os.walk(cgroup), key=lambda entry: len(entry[0]), reverse=True):
                 try:
@@ -867,7 +874,7 @@ oom_score = 0
             raise NodeError("; ".join(left[:5]))
 
     def _restore_sysctls(self):
-        for name, value in ((self._before or {}).get("sysctls") or {}).items():
+        for name, value in ((self.host_before or {}).get("sysctls") or {}).items():
             if _read_sysctl(name) != value:
                 with open(f"/proc/sys/{name}", "w") as handle:
                     handle.write(value)
