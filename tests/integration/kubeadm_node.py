@@ -65,6 +65,8 @@ HOST_PATHS = ("/etc/kubernetes", "/var/lib/kubelet", "/var/log/containers", "/va
 LOCK = os.path.join(tempfile.gettempdir(), "kubeupgrade-kubeadm-node.lock")
 # Bounded waits (seconds); the machine runs other tests at the same time.
 CONTAINERD_TIMEOUT, INIT_TIMEOUT, READY_TIMEOUT, COMMAND_TIMEOUT = 60, 600, 300, 900
+# How long a node waits for another node of this machine (another pytest worker's test, up to about 8 minutes here).
+LOCK_TIMEOUT = 1800
 PAUSE_C = r"""
 #include <signal.h>
 #include <stdio.h>
@@ -584,14 +586,14 @@ class KubeadmNode:
     def start(self):
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._lock = open(LOCK, "w")
-        deadline = time.monotonic() + COMMAND_TIMEOUT
+        deadline = time.monotonic() + LOCK_TIMEOUT
         while True:  # another node of this machine (another pytest worker) holds the fixed ports: wait for it
             try:
                 fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 break
             except OSError:
                 if time.monotonic() > deadline:
-                    raise NodeError(f"another kubeadm test node held {LOCK} for {COMMAND_TIMEOUT} s") from None
+                    raise NodeError(f"another kubeadm test node held {LOCK} for {LOCK_TIMEOUT} s") from None
                 time.sleep(2)
         self.host_before = host_state()
         if self.host_before["cgroups"]:
@@ -782,7 +784,8 @@ oom_score = 0
     # -- stop
 
     def stop(self) -> list:
-        """Undo everything, whatever ``start`` reached; the problems met (empty: the host is as it was)."""
+        """Undo everything, whatever ``start`` reached; the problems met, and any difference of ``host_state()`` from
+        before the node started (empty: the host is as it was)."""
         problems = []
 
         def step(what, action):
@@ -801,6 +804,11 @@ oom_score = 0
         step("remove the kubepods cgroups", self._remove_cgroups)
         step("restore the kernel settings", self._restore_sysctls)
         step("remove the host paths the node created", self._remove_paths)
+        if self.host_before is not None:  # compared while the lock still keeps another node of this machine out
+            after = host_state()
+            for key, before in self.host_before.items():
+                if after[key] != before:
+                    problems.append(f"the host's {key} changed: before {before}, after {after[key]}")
         if self._lock is not None:
             self._lock.close()
             self._lock = None

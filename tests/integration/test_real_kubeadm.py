@@ -40,7 +40,6 @@ from kubeadm_node import (
     KubeadmNode,
     asset,
     build_images,
-    host_state,
     missing_requirements,
 )
 from real_binaries import PLAYBOOKS, explain, report, seed_135, seeded_objects_read, unreadable
@@ -79,12 +78,9 @@ def kubeadm_node(kubeadm_images, tmp_path):
         seed_135(node)
         yield node
     finally:
-        problems = node.stop()
-        before, after = node.host_before, host_state()
+        problems = node.stop()  # with any difference of the host's state from before the node (host_state)
         print(f"kubeadm node times (s): {node.times}")
         assert problems == [], problems
-        if before is not None:
-            assert after == before, f"the host changed: before {before}, after {after}"
 
 
 def inventory(node, tmp_path):
