@@ -366,9 +366,9 @@ class OciArchive:
                 tar.addfile(info, io.BytesIO(data))
             for name, source in files.items():
                 source = os.path.realpath(source)
-                parents = Path(name.lstrip("/")).parents
-                for parent in reversed([str(p) for p in parents if str(p) not in (".", "etc", "tmp", "usr", "usr/local",
-                                                                                    "usr/local/bin", "var")]):
+                made_above = (".", "etc", "tmp", "usr", "usr/local", "usr/local/bin", "var")
+                parents = [str(p) for p in Path(name.lstrip("/")).parents if str(p) not in made_above]
+                for parent in reversed(parents):
                     if parent not in made:
                         made.add(parent)
                         info = tarfile.TarInfo(parent)
@@ -563,7 +563,7 @@ class KubeadmNode:
         deadline = time.monotonic() + timeout
         last = None
         while time.monotonic() < deadline:
-            status, _ = self.request("GET", "/readyz", timeout=5)
+            status = self.request("GET", "/readyz", timeout=5)[0]
             version = self.request("GET", "/version", timeout=5)[1] if status == 200 else None
             running = self.running_images() if status == 200 else {}
             last = (status, version, running)
