@@ -202,6 +202,12 @@ case " ${steps[*]} " in
         bash scripts/setup-etcd.sh || { echo "FAILED: etcd could not be installed (scripts/setup-etcd.sh, above)"; exit 1; }
         export KUBEUPGRADE_TEST_REQUIRE_ETCD=1 ;;
 esac
+# The kubeadm control-plane test (tests/integration/test_real_kubeadm.py) runs containerd: installed once, before pytest.
+case " ${steps[*]} " in
+    *" pytest "*)
+        bash scripts/setup-containerd.sh || { echo "FAILED: containerd could not be installed (scripts/setup-containerd.sh, above)"; exit 1; }
+        export KUBEUPGRADE_TEST_REQUIRE_CONTAINERD=1 ;;
+esac
 if [ ${#background[@]} -gt 0 ]; then
     echo "=== in the background while the other steps run: ${background[*]} (their lines follow pytest's)"
     (

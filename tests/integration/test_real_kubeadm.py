@@ -1,0 +1,218 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""``playbooks/upgrade.yml`` with the collection's default kubeadm per-host tasks, on a real kubeadm control plane.
+
+One node of this machine (tests/integration/kubeadm_node.py: containerd, the kubelet, ``kubeadm init`` 1.35.3 with
+encryption at rest and the beta APIs an operator enables, objects seeded in every version 1.35 stores), reached
+through the local connection as root (``become`` through su: this machine has no sudo), with the target kubeadm and
+kubelet first on ``PATH``, as the role expects them installed:
+
+- the roll at the playbook's defaults, 1.35.3 -> 1.36.2, with the etcd settings read from the node (kubeadm's
+  certificates, the collection's defaults), the snapshot and the rehearsal with the target kube-apiserver taken from
+  its image in the node's containerd (no path given; mounted read-only, nothing left after): ``kubeadm upgrade apply``
+  and the kubelet restart run for real; the apiserver, the manifests and the running static pods say 1.36.2, the final
+  report is safe and every seeded object reads back;
+- a failure injected after ``kubeadm upgrade apply``: the default rollback puts back every component kubeadm changed,
+  controller-manager and scheduler before the apiserver (never newer than it), the kubelet's configuration and
+  kubeadm's stored version, and the control plane is healthy on 1.35.3 and within the version skew policy; what the
+  rollback cannot restore (the kubelet package, the kubelet-config ConfigMap) it names.
+
+The apply command is the role's default plus the preflight errors this node has and an operator of such a host would
+skip (cgroup v1, no CoreDNS addon); the node is cordoned first, as before any upgrade.
+
+The node's etcd is etcd 3.5 behind the 3.6 tag kubeadm asks for (see kubeadm_node): kubeadm's etcd steps run, a
+3.5 -> 3.6 data change does not. The host's kernel settings, mounts, cgroups and paths are compared before and after.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from kubeadm_node import (
+    ETCD_VERSION,
+    FROM_VERSION,
+    TO_VERSION,
+    KubeadmNode,
+    asset,
+    build_images,
+    missing_requirements,
+)
+from real_binaries import PLAYBOOKS, explain, report, seed_135, seeded_objects_read, unreadable
+
+pytestmark = pytest.mark.slow
+
+TASKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kubeadm_tasks")
+DEFAULT_TASKS = os.path.join(os.path.dirname(PLAYBOOKS), "roles", "rolling_upgrade", "tasks")
+TARGET_RELEASE = TO_VERSION.rsplit(".", 1)[0]
+COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+@pytest.fixture(scope="module")
+def kubeadm_images(tmp_path_factory):
+    """The OCI archive of the node's images, built once for the module from the real binaries."""
+    if os.environ.get("KUBEUPGRADE_TEST_KUBECONFIG"):
+        pytest.skip("starts its own kubeadm control plane; with KUBEUPGRADE_TEST_KUBECONFIG only the tests against "
+                    "that cluster run")
+    missing = missing_requirements()
+    if missing:
+        reason = f"a kubeadm node cannot run here, missing: {'; '.join(missing)}"
+        if os.environ.get("CI") == "true" or os.environ.get("KUBEUPGRADE_TEST_REQUIRE_CONTAINERD") \
+                or os.environ.get("KUBEUPGRADE_TEST_REQUIRE_K8S_ASSETS"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    return build_images(tmp_path_factory.mktemp("kubeadm-images"), asset(TO_VERSION, "kubeadm"))
+
+
+@pytest.fixture
+def kubeadm_node(kubeadm_images, tmp_path):
+    """A kubeadm control-plane node on 1.35.3 with seed_135's objects; torn down whatever happened, and the host
+    found as it was before (kernel settings, mounts, kubepods cgroups, host paths)."""
+    node = KubeadmNode(tmp_path / "node", kubeadm_images)
+    try:
+        node.start()
+        seed_135(node)
+        yield node
+    finally:
+        problems = node.stop()  # with any difference of the host's state from before the node (host_state)
+        print(f"kubeadm node times (s): {node.times}")
+        assert problems == [], problems
+
+
+def inventory(node, tmp_path):
+    """One control-plane host, the node, on the local connection (its name is the kubeadm node's)."""
+    path = tmp_path / "inventory.yml"
+    path.write_text(yaml.safe_dump({"kube_control_plane": {
+        "hosts": {node.name: {"kubeupgrade_apiserver_url": node.endpoint}},
+        "vars": {"ansible_connection": "local", "ansible_python_interpreter": sys.executable,
+                 "ansible_become_method": "su", "kubeupgrade_connection": {"kubeconfig": node.kubeconfig}}}}))
+    return path
+
+
+def upgrade(ansible_playbook, node, tmp_path, **extra):
+    """upgrade.yml to 1.36.2 at its defaults (the kubeadm per-host tasks), the node's PATH holding kubeadm 1.36.2."""
+    values = {"kubeupgrade_target_release": TARGET_RELEASE, "kubeupgrade_target_version": TO_VERSION,
+              "kubeupgrade_report_dir": str(tmp_path / "reports"),
+              # The one role variable set, the preflight errors this machine's node has and an operator would skip:
+              # kubeadm 1.35+ on a cgroup v1 host refuses unless SystemVerification is skipped explicitly (the kubelet
+              # has failCgroupV1: false, see kubeadm_node), and the node has no CoreDNS addon to check (no CNI).
+              "rolling_upgrade_kubeadm_apply_command":
+                  "kubeadm upgrade apply -y v{{ rolling_upgrade_target_version }}"
+                  " --ignore-preflight-errors=SystemVerification,CoreDNSUnsupportedPlugins,CoreDNSMigration",
+              **extra}
+    started = time.monotonic()
+    result = ansible_playbook(PLAYBOOKS / "upgrade.yml", inventory=inventory(node, tmp_path), extra_vars=values,
+                              env=node.env, timeout=1800)
+    node.times["playbook"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def versions(node) -> dict:
+    """What runs, per component: the apiserver's /version, each static pod's running image tag, the kubelet's."""
+    found = {f"{component} image": image.rsplit(":", 1)[1] for component, image in sorted(node.running_images().items())}
+    status, version = node.request("GET", "/version")
+    found["kube-apiserver /version"] = version.get("gitVersion") if status == 200 else f"({status})"
+    status, info = node.request("GET", f"/api/v1/nodes/{node.name}")
+    found["kubelet"] = info["status"]["nodeInfo"]["kubeletVersion"] if status == 200 else f"({status})"
+    return found
+
+
+def mount_points() -> list:
+    with open("/proc/self/mountinfo") as handle:
+        return [line.split()[4] for line in handle]
+
+
+def minor(version) -> int:
+    return int(version.lstrip("v").split(".")[1])
+
+
+def skew_problems(found) -> list:
+    """The control-plane version skew policy: kube-controller-manager and kube-scheduler not newer than the
+    kube-apiserver and at most one minor older."""
+    apiserver = minor(found["kube-apiserver /version"])
+    problems = []
+    for component in ("kube-controller-manager", "kube-scheduler"):
+        version = found.get(f"{component} image")
+        if version is None or not apiserver - 1 <= minor(version) <= apiserver:
+            problems.append(f"{component} {version} with kube-apiserver {found['kube-apiserver /version']}")
+    return problems
+
+
+def test_upgrade_yml_at_its_defaults_rolls_a_kubeadm_node_and_every_object_reads_back(
+        kubeadm_node, ansible_playbook, tmp_path):
+    """The default kubeadm per-host tasks (kubeadm upgrade apply -y v1.36.2, the kubelet restarted through the systemd
+    module), with the etcd settings read from the node: the audit with kubeadm's client certificates, the snapshot
+    proved restorable, the rehearsal of the 1.36.2 kube-apiserver with the flags of the node's own manifest."""
+    node = kubeadm_node
+    node.cordon()  # kubeadm's CreateJob check would wait for a pod no CNI can run
+    etcd = asset(ETCD_VERSION, "etcd")
+    result = upgrade(ansible_playbook, node, tmp_path, kubeupgrade_etcd=node.etcd_settings,
+                     kubeupgrade_snapshot={"dest": str(tmp_path / "etcd-before-upgrade.db"), "work_dir": str(tmp_path),
+                                           "etcd_binary": etcd},
+                     # no binary path: the 1.36.2 kube-apiserver from its image in the node's containerd (kubeupgrade_target_version)
+                     kubeupgrade_rehearsal={"containerd_address": str(node.socket), "etcd_binary": etcd,
+                                            "work_dir": str(tmp_path)})
+    assert result.rc == 0, explain(result)
+    assert f"kubeadm upgrade apply -y v{TO_VERSION}" in result.stdout or "Upgrade the first control-plane node" in result.stdout
+    assert "rehearsal passes" in result.stdout, explain(result)
+    assert f"images mount registry.k8s.io/kube-apiserver:v{TO_VERSION}" in result.stdout \
+        or "Mount the target kube-apiserver image read-only" in result.stdout, explain(result)
+    # the image was mounted read-only and nothing of it is left: no mount, no directory, no snapshot
+    assert not [point for point in mount_points() if "kubeupgrade-apiserver-image-" in point]
+    assert not list(Path(tempfile.gettempdir()).glob("kubeupgrade-apiserver-image-*"))
+    assert "kubeupgrade-apiserver-image-" not in node.ctr("snapshots", "ls").stdout
+    assert (tmp_path / "etcd-before-upgrade.db").stat().st_size > 0 and "etcdutl snapshot restore" in result.stdout
+    node.wait_ready(TO_VERSION)
+    found = versions(node)
+    print(f"after the roll: {found}")
+    assert found["kube-apiserver /version"] == f"v{TO_VERSION}", found
+    images = node.manifest_images()
+    for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        assert images[component].endswith(f":v{TO_VERSION}"), images
+        assert found[f"{component} image"] == f"v{TO_VERSION}", found
+    final = report(tmp_path, f"final-{TARGET_RELEASE}")
+    assert final["blocking"] == [] and final["verdict"] == "safe", final
+    assert seeded_objects_read(node) == {0: []}
+    assert unreadable(node, 0) == []
+    # 1.36 stores VolumeAttributesClasses as storage.k8s.io/v1: the final migration rewrote the one object
+    assert node.request("GET", "/apis/storage.k8s.io/v1/volumeattributesclasses/gold")[0] == 200
+
+
+def test_a_failure_after_kubeadm_upgrade_apply_is_rolled_back_within_the_skew_policy(
+        kubeadm_node, ansible_playbook, tmp_path):
+    """``kubeadm upgrade apply`` runs for real, then the host's upgrade fails (a post-upgrade check): the role's
+    default rollback restores every component manifest kubeadm changed - controller-manager and scheduler before the
+    apiserver - and the kubelet's configuration; the control plane is healthy on 1.35.3 and within the skew policy."""
+    node = kubeadm_node
+    node.cordon()
+    before = versions(node)
+    kubelet_config = Path("/var/lib/kubelet/config.yaml").read_text(encoding="utf-8")
+    result = upgrade(ansible_playbook, node, tmp_path,
+                     kubeupgrade_host_upgrade_tasks=os.path.join(TASKS, "upgrade_then_fail.yml"),
+                     kubeupgrade_test_default_upgrade_tasks=os.path.join(DEFAULT_TASKS, "kubeadm_upgrade.yml"))
+    assert result.rc != 0, explain(result)
+    assert "post-upgrade check failed on purpose" in result.stdout, explain(result)
+    assert "Run the per-host rollback tasks" in result.stdout, explain(result)
+    node.wait_ready(FROM_VERSION)
+    after = versions(node)
+    print(f"before the upgrade: {before}\nafter the rollback: {after}")
+    assert skew_problems(before) == [] and skew_problems(after) == [], (before, after)
+    for component in ("kube-apiserver", "kube-controller-manager", "kube-scheduler"):
+        assert after[f"{component} image"] == f"v{FROM_VERSION}", (before, after)
+    assert after["kube-apiserver /version"] == f"v{FROM_VERSION}", (before, after)
+    assert after["etcd image"] == before["etcd image"], (before, after)
+    assert node.manifest_images() == {c: f"registry.k8s.io/{c}:v{FROM_VERSION}" for c in COMPONENTS[1:]} | {
+        "etcd": node.manifest_images()["etcd"]}
+    # the kubelet's configuration and kubeadm's stored version are put back; what is not (the kubelet package, the
+    # kubelet-config ConfigMap) is named with the next step
+    assert Path("/var/lib/kubelet/config.yaml").read_text(encoding="utf-8") == kubelet_config
+    status, stored = node.request("GET", "/api/v1/namespaces/kube-system/configmaps/kubeadm-config")
+    assert status == 200 and yaml.safe_load(stored["data"]["ClusterConfiguration"])["kubernetesVersion"] == f"v{FROM_VERSION}"
+    assert "not restored by the rollback - the kubelet package" in result.stdout, explain(result)
+    assert "kubelet-config ConfigMap" in result.stdout, explain(result)
+    assert seeded_objects_read(node) == {0: []}
+    assert unreadable(node, 0) == []
