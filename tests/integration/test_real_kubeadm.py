@@ -142,13 +142,21 @@ def skew_problems(found) -> list:
     return problems
 
 
-def test_upgrade_yml_at_its_defaults_rolls_a_kubeadm_node_and_every_object_reads_back(
+def test_a_failure_after_kubeadm_upgrade_apply_is_rolled_back_then_the_rerun_at_defaults_rolls_the_node(
         kubeadm_node, ansible_playbook, tmp_path):
+    """One node for both (kubeadm's ports and paths are the machine's, so nodes cannot run side by side, and each
+    costs minutes): the failed upgrade rolled back, then what an operator does next - fix the cause and run the
+    playbook again - at its defaults."""
+    kubeadm_node.cordon()  # kubeadm's CreateJob check would wait for a pod no CNI can run
+    _failure_after_upgrade_apply_is_rolled_back_within_the_skew_policy(kubeadm_node, ansible_playbook, tmp_path / "failed")
+    _upgrade_yml_at_its_defaults_rolls_the_node_and_every_object_reads_back(kubeadm_node, ansible_playbook, tmp_path / "rerun")
+
+
+def _upgrade_yml_at_its_defaults_rolls_the_node_and_every_object_reads_back(node, ansible_playbook, tmp_path):
     """The default kubeadm per-host tasks (kubeadm upgrade apply -y v1.36.2, the kubelet restarted through the systemd
     module), with the etcd settings read from the node: the audit with kubeadm's client certificates, the snapshot
     proved restorable, the rehearsal of the 1.36.2 kube-apiserver with the flags of the node's own manifest."""
-    node = kubeadm_node
-    node.cordon()  # kubeadm's CreateJob check would wait for a pod no CNI can run
+    tmp_path.mkdir(parents=True, exist_ok=True)
     etcd = asset(ETCD_VERSION, "etcd")
     result = upgrade(ansible_playbook, node, tmp_path, kubeupgrade_etcd=node.etcd_settings,
                      kubeupgrade_snapshot={"dest": str(tmp_path / "etcd-before-upgrade.db"), "work_dir": str(tmp_path),
@@ -182,13 +190,11 @@ def test_upgrade_yml_at_its_defaults_rolls_a_kubeadm_node_and_every_object_reads
     assert node.request("GET", "/apis/storage.k8s.io/v1/volumeattributesclasses/gold")[0] == 200
 
 
-def test_a_failure_after_kubeadm_upgrade_apply_is_rolled_back_within_the_skew_policy(
-        kubeadm_node, ansible_playbook, tmp_path):
+def _failure_after_upgrade_apply_is_rolled_back_within_the_skew_policy(node, ansible_playbook, tmp_path):
     """``kubeadm upgrade apply`` runs for real, then the host's upgrade fails (a post-upgrade check): the role's
     default rollback restores every component manifest kubeadm changed - controller-manager and scheduler before the
     apiserver - and the kubelet's configuration; the control plane is healthy on 1.35.3 and within the skew policy."""
-    node = kubeadm_node
-    node.cordon()
+    tmp_path.mkdir(parents=True, exist_ok=True)
     before = versions(node)
     kubelet_config = Path("/var/lib/kubelet/config.yaml").read_text(encoding="utf-8")
     result = upgrade(ansible_playbook, node, tmp_path,
