@@ -338,7 +338,8 @@ def apiserver_argv(state, index, path, broken=False):
         argv.append("--runtime-config=" + ",".join(f"{k}={v}" for k, v in sorted(apis.items())))
     for key in _override_keys(index, version):
         argv += state["overrides"]["extra_flags"].get(key, [])
-    if server.get("emulated_version"):  # as kubeadm's extraArgs would: the beta APIs of the release it emulates go on
+    emulated = server.get("emulated_version")
+    if emulated and _version(emulated)[:2] != _version(version)[:2]:  # as extraArgs would: the older release's betas on
         argv += [f"--emulated-version={server['emulated_version']}", "--emulation-forward-compatible=true"]
     return [*argv, BROKEN_FLAG] if broken else argv
 

@@ -81,7 +81,9 @@ def position(endpoints, order: List[str], upgrading: str, target, check_mode: bo
         msg = f"{upgrading} already runs {goal} and is ready: not upgraded again."
     else:
         msg = f"{upgrading} ({_state(this)}) is next: every host before it runs {goal}."
-    return {"endpoint": upgrading, "release": this.release, "emulated_release": this.emulated_release, "ready": this.ready, "done": done,
+    # Only an older release it emulates: a binary at its own release reports that release as emulated too (1.35+).
+    emulating = this.emulated_release if this.emulated_release != this.release else None
+    return {"endpoint": upgrading, "release": this.release, "emulated_release": emulating, "ready": this.ready, "done": done,
             "pending_before": pending, "unready": unready, "stop": bool(unready) or (bool(pending) and not check_mode),
             "msg": msg}
 

@@ -71,9 +71,9 @@ def render_markdown(judgement, title: str = "") -> str:
     if safe:
         lines += ["", f"**Safe ({len(safe)})**: nothing to do for these.", "",
                   "| resource | objects | persisted | current | target storage |", "| --- | --- | --- | --- | --- |"]
-        lines += ["| " + " | ".join(_cell(v) for v in (item.resource, item.objects or "-", _persisted(item),
-                                                        item.current_versions, item.target_storage_version)) + " |"
-                  for item in safe]
+        for item in safe:
+            cells = (item.resource, item.objects or "-", _persisted(item), item.current_versions, item.target_storage_version)
+            lines.append("| " + " | ".join(_cell(v) for v in cells) + " |")
     for title_, rows, key in (("Not stored in this etcd (aggregated APIs, not judged)", judgement.not_stored, "group_version"),
                               ("Skipped (StorageState records of resources nothing serves)", judgement.skipped, "resource")):
         if rows:

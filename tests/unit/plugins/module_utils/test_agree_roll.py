@@ -123,3 +123,10 @@ def test_the_two_step_plan_refuses_a_one_step_roll_in_progress_and_a_plane_nobod
         roll.two_step(_emulating(["1.36", "1.35", "1.35"], [None, None, None]), "1.36")
     with pytest.raises(ConfigurationError, match="no apiserver answered"):
         roll.two_step(endpoints(None, None, None), "1.36")
+
+
+def test_the_host_s_emulated_release_is_returned_only_when_it_emulates_an_older_one():
+    """1.35+ reports its own release as emulated: a rollback must not start a binary at --emulated-version of itself."""
+    plane = _emulating(["1.35", "1.36"], ["1.35", "1.35"])
+    assert roll.position(plane, ORDER[:2], ORDER[0], "1.36")["emulated_release"] is None
+    assert roll.position(plane, ORDER[:2], ORDER[1], "1.36")["emulated_release"] == "1.35"
