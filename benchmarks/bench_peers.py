@@ -71,6 +71,7 @@ printed as the last line. Not a test: nothing is asserted.
 import argparse
 import base64
 import contextlib
+import http.client
 import io
 import json
 import os
@@ -130,10 +131,13 @@ def etcd_revision(plane):
 
 def request_totals(conns):
     """{verb: count} summed over apiserver_request_total on /metrics (None when unreachable)."""
-    try:
-        status, raw = conns.send("GET", "/metrics")
-    except OSError:
-        return None
+    status, raw = 0, b""
+    for _attempt in range(2):  # a keep-alive connection idle through a long method may have been closed: one retry
+        try:
+            status, raw = conns.send("GET", "/metrics")
+            break
+        except (OSError, http.client.HTTPException):
+            conns.local.conn = None
     if status != 200:
         return None
     totals = {}
