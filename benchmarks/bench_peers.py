@@ -43,8 +43,11 @@ process, not timed): ``old after`` counts objects stored with a storage version 
 discovery advertises (0 = verified all-current); ``old before`` is the same count on the fresh copy before the method.
 ``etcd writes`` is how far etcd's header revision moved during the method (every write moves it by one; the
 apiserver's own lease renewals add about ``bg rev/s`` x seconds, measured while idle before the method).
-``requests`` is the delta of the sum of ``apiserver_request_total`` on the apiserver's /metrics (every client's
-requests, the apiserver's loopback ones included), ``writes`` the non-read verbs of it.
+kube-apiserver does not write an update that changes nothing to etcd, so a rewrite of an object already stored in
+the current version costs a request and apiserver CPU but no etcd write: ``etcd writes`` stays close to ``old before``
+for every method, and how much each method rewrote shows in ``requests``: the delta of the sum of
+``apiserver_request_total`` on the apiserver's /metrics (every client's requests, the apiserver's loopback ones
+included), ``writes`` the non-read verbs of it.
 ``peak MiB`` is the largest sum of VmRSS over the method's process tree (ansible-playbook and its workers and module
 processes; the audit child; trigger + migrator; kube-controller-manager - its whole process, all controllers),
 sampled every 0.2 s from /proc (psutil is not in the venv). ``apiserver CPU`` / ``etcd CPU`` are their CPU seconds
