@@ -119,8 +119,18 @@ def conn_state(plane):
     return {"endpoint": plane.endpoints[0], "token": "admin-token", "ca_file": plane.ca_cert, "kubeconfig": plane.kubeconfig}
 
 
+def send(conns, method, path, body=None):
+    """``conns.send`` once more on a fresh connection when this thread's keep-alive one was closed while idle (the
+    server closes idle connections: the main thread's sits idle while the seeding threads or a long method work)."""
+    try:
+        return conns.send(method, path, body)
+    except (OSError, http.client.HTTPException):
+        conns.local.conn = None
+        return conns.send(method, path, body)
+
+
 def call(conns, method, path, body=None, ok=(200, 201)):
-    status, raw = conns.send(method, path, json.dumps(body).encode() if body is not None else None)
+    status, raw = send(conns, method, path, json.dumps(body).encode() if body is not None else None)
     if status not in ok:
         raise RuntimeError(f"{method} {path}: {status} {raw[:300]!r}")
     return json.loads(raw) if raw else {}
@@ -134,13 +144,10 @@ def etcd_revision(plane):
 
 def request_totals(conns):
     """{verb: count} summed over apiserver_request_total on /metrics (None when unreachable)."""
-    status, raw = 0, b""
-    for _attempt in range(2):  # a keep-alive connection idle through a long method may have been closed: one retry
-        try:
-            status, raw = conns.send("GET", "/metrics")
-            break
-        except (OSError, http.client.HTTPException):
-            conns.local.conn = None
+    try:
+        status, raw = send(conns, "GET", "/metrics")
+    except (OSError, http.client.HTTPException):
+        return None
     if status != 200:
         return None
     totals = {}
@@ -169,7 +176,7 @@ def discovery(conns):
     for group in call(conns, "GET", "/apis")["groups"]:
         group_versions += [(group["name"], v["version"], f"/apis/{v['groupVersion']}") for v in group["versions"]]
     for group, version, path in group_versions:
-        status, raw = conns.send("GET", path)
+        status, raw = send(conns, "GET", path)
         if status != 200:
             continue
         for item in json.loads(raw).get("resources") or []:
@@ -272,7 +279,7 @@ def parallel(count, work, threads=SEED_THREADS):
 def post_retrying(conns, path, body):
     answer = (0, b"")
     for _attempt in range(8):
-        answer = conns.send("POST", path, json.dumps(body).encode())
+        answer = send(conns, "POST", path, json.dumps(body).encode())
         if answer[0] in (201, 409):
             return
         time.sleep(0.5)
@@ -333,7 +340,7 @@ def seed(plane, args):
     parallel(args.objects - half, secret)
     parallel(args.old_objects, vac)
     call(conns, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", gizmos_crd("v1alpha1"))
-    wait_for(lambda: conns.send("GET", f"/apis/{CRD_GROUP}/v1alpha1/{CRD_PLURAL}?limit=1")[0] == 200, "the gizmos CRD")
+    wait_for(lambda: send(conns, "GET", f"/apis/{CRD_GROUP}/v1alpha1/{CRD_PLURAL}?limit=1")[0] == 200, "the gizmos CRD")
     parallel(args.crd_objects // 2, gizmo("v1alpha1"))
     crd = call(conns, "GET", f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{CRD_NAME}")
     for version in crd["spec"]["versions"]:
@@ -530,7 +537,7 @@ def apply_ksvm_crds(conns):
                 if doc:
                     call(conns, "POST", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", doc, ok=(201, 409))
     for plural in ("storageversionmigrations", "storagestates"):
-        wait_for(lambda p=plural: conns.send("GET", f"/apis/{KSVM_API}/{p}?limit=1")[0] == 200, f"{plural} served", 120)
+        wait_for(lambda p=plural: send(conns, "GET", f"/apis/{KSVM_API}/{p}?limit=1")[0] == 200, f"{plural} served", 120)
 
 
 def start_ksvm(run, conns):
