@@ -153,7 +153,7 @@ def request_totals(conns):
     totals = {}
     for line in raw.decode(errors="replace").splitlines():
         if line.startswith("apiserver_request_total{"):
-            labels, _, value = line.rpartition(" ")
+            labels, _sep, value = line.rpartition(" ")
             verb = re.search(r'verb="([^"]*)"', labels)
             key = verb.group(1) if verb else "?"
             totals[key] = totals.get(key, 0.0) + float(value)
@@ -455,7 +455,7 @@ def readable_versions(crd_storage):
         profile = json.load(handle)[TO]
     readable = {}
     for key, entry in profile.items():
-        group, _, resource = key.partition("/")
+        group, _sep, resource = key.partition("/")
         name = f"{resource}.{group}" if group else resource
         readable[name] = [entry["storage"]]
     readable.update({name: [version] for name, version in crd_storage.items()})

@@ -473,7 +473,10 @@ class KubeadmNode:
         self.endpoint = f"https://{self.address}:6443"
         self.bin = self.workdir / "bin"
         self.containerd_dir = self.workdir / "containerd"
-        self.socket = self.containerd_dir / "containerd.sock"
+        # A unix socket path has at most 104 bytes, and containerd adds ".ttrpc": a short directory of its own, not the
+        # test's (pytest-xdist's work directories made it too long).
+        self.socket_dir = Path(tempfile.mkdtemp(prefix="kubeadm-ctr-"))
+        self.socket = self.socket_dir / "containerd.sock"
         self.etcd_data = self.workdir / "etcd-data"
         self.log_dir = self.workdir / "logs"
         self.times = {}
@@ -804,6 +807,7 @@ oom_score = 0
         step("remove the kubepods cgroups", self._remove_cgroups)
         step("restore the kernel settings", self._restore_sysctls)
         step("remove the host paths the node created", self._remove_paths)
+        step("remove containerd's socket directory", lambda: shutil.rmtree(self.socket_dir, ignore_errors=True))
         if self.host_before is not None:  # compared while the lock still keeps another node of this machine out
             after = host_state()
             for key, before in self.host_before.items():
