@@ -14,30 +14,9 @@ if ! command -v gcc >/dev/null 2>&1 || { [ ! -e /usr/lib/x86_64-linux-gnu/libc.a
     packages="$packages gcc libc6-dev"
 fi
 [ -n "$packages" ] || exit 0
-if [ "$(id -u)" != 0 ]; then
-    echo "setup-containerd: containerd is missing; install containerd and runc (apt-get, as root) so that 'containerd', 'ctr' and 'runc' are on PATH" >&2
-    exit 1
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "setup-containerd: containerd is missing and this system has no apt-get; install containerd 1.6+ and runc so that 'containerd', 'ctr' and 'runc' are on PATH" >&2
-    exit 1
-fi
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-# policy-rc.d keeps the package from starting a system containerd on the default socket.
-policy=/usr/sbin/policy-rc.d
-created_policy=
-if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && created_policy=1
-fi
-if ! { DEBIAN_FRONTEND=noninteractive apt-get install -y -q $packages >"$log" 2>&1 \
-       || { apt-get update -q >>"$log" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $packages >>"$log" 2>&1; }; }; then
-    [ -n "$created_policy" ] && rm -f "$policy"
-    echo "setup-containerd: apt-get install$packages failed:" >&2
-    tail -20 "$log" >&2
-    exit 1
-fi
-[ -n "$created_policy" ] && rm -f "$policy"
+. "$(dirname "$0")/apt-install.sh"
+# shellcheck disable=SC2086  # the package names, one word each
+apt_install setup-containerd containerd "install containerd 1.6+, runc and gcc so that 'containerd', 'ctr', 'runc' and 'gcc' are on PATH" $packages
 for tool in containerd ctr runc gcc; do
     command -v "$tool" >/dev/null 2>&1 || { echo "setup-containerd: $tool still not on PATH after installing$packages" >&2; exit 1; }
 done

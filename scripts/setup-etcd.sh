@@ -6,28 +6,6 @@ set -euo pipefail
 if command -v etcd >/dev/null 2>&1 && command -v etcdctl >/dev/null 2>&1; then
     exit 0
 fi
-if [ "$(id -u)" != 0 ]; then
-    echo "setup-etcd: etcd is missing; install etcd-server and etcd-client (apt-get, as root) or put etcd 3.4+ on PATH" >&2
-    exit 1
-fi
-if ! command -v apt-get >/dev/null 2>&1; then
-    echo "setup-etcd: etcd is missing and this system has no apt-get; install etcd 3.4+ so that 'etcd' and 'etcdctl' are on PATH" >&2
-    exit 1
-fi
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-# policy-rc.d keeps the package from starting a system etcd on the default ports.
-policy=/usr/sbin/policy-rc.d
-created_policy=
-if [ ! -e "$policy" ]; then
-    printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod +x "$policy" && created_policy=1
-fi
-if ! { DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server etcd-client >"$log" 2>&1 \
-       || { apt-get update -q >>"$log" 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q etcd-server etcd-client >>"$log" 2>&1; }; }; then
-    [ -n "$created_policy" ] && rm -f "$policy"
-    echo "setup-etcd: apt-get install etcd-server etcd-client failed:" >&2
-    tail -20 "$log" >&2
-    exit 1
-fi
-[ -n "$created_policy" ] && rm -f "$policy"
+. "$(dirname "$0")/apt-install.sh"
+apt_install setup-etcd etcd "put etcd 3.4+ on PATH so that 'etcd' and 'etcdctl' are there" etcd-server etcd-client
 command -v etcd >/dev/null 2>&1 || { echo "setup-etcd: etcd still not on PATH after installing etcd-server" >&2; exit 1; }
