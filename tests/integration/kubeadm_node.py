@@ -49,6 +49,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
+from realcp.plane import log_tail
 
 ASSETS_ENV = "KUBEUPGRADE_TEST_K8S_ASSETS"
 FROM_VERSION, TO_VERSION = "1.35.3", "1.36.2"
@@ -171,15 +172,6 @@ esac
 
 class NodeError(RuntimeError):
     """A step of the node did not complete; the message holds the tail of the logs that say why."""
-
-
-def log_tail(path, lines=40) -> str:
-    try:
-        with open(path, "rb") as handle:
-            handle.seek(max(0, os.path.getsize(path) - 65536))
-            return "\n".join(handle.read().decode(errors="replace").splitlines()[-lines:])
-    except OSError as error:
-        return f"(no log: {error})"
 
 
 def asset(version, name) -> str:
@@ -741,7 +733,7 @@ oom_score = 0
                 self.times["containerd"] = round(time.monotonic() - started, 1)
                 return
             time.sleep(0.3)
-        raise NodeError(f"containerd did not answer on {self.socket}:\n{log_tail(self.log_dir / 'containerd.log')}")
+        raise NodeError(f"containerd did not answer on {self.socket}:\n{log_tail(self.log_dir / 'containerd.log', 40)}")
 
     def ctr(self, *args, check=True, timeout=300):
         proc = subprocess.run(["ctr", "--address", str(self.socket), "-n", "k8s.io", *args], capture_output=True,
