@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import release_sort_key
 
 
 def _done(endpoint, target_release: str, emulated: Optional[str] = None) -> bool:
@@ -48,11 +49,9 @@ def position(endpoints, order: List[str], upgrading: str, target, check_mode: bo
     in check mode, which upgrades no host, so the hosts before this one cannot be on the target there. ``target``: the
     release, or the target's release profile, whose ``emulated`` release (step 1 of a two-step upgrade) a host must
     run at too."""
-    target_release, emulated = (target.release, target.emulated) if hasattr(target, "emulated") else (target, None)
+    target_release, emulated, goal = ((target.release, target.emulated, target.label) if hasattr(target, "emulated")
+                                      else (target, None, target))
     check_options(order, upgrading, target_release)
-    goal = target_release
-    if emulated and emulated != target_release:
-        goal = f"{goal} emulating {emulated}"
     order = [url.rstrip("/") for url in order or []]
     upgrading = upgrading.rstrip("/")
     by_url = {ep.endpoint.rstrip("/"): ep for ep in endpoints}
@@ -100,7 +99,7 @@ def two_step(endpoints, target_release: str) -> dict:
     if not answered:
         raise ConfigurationError("upgrade_strategy two_step: no apiserver answered, so which step to make cannot be "
                                  "established; fix the connection and run again")
-    serving = sorted({ep.emulated_release or ep.release for ep in answered}, key=lambda r: tuple(map(int, r.split("."))))
+    serving = sorted({ep.emulated_release or ep.release for ep in answered}, key=release_sort_key)
     states = "; ".join(f"{ep.endpoint}: release {ep.release}{ep.emulating}" for ep in answered)
     if all(ep.at(target_release) for ep in answered):
         return {"step": 0, "emulated_release": None, "current_release": target_release,
