@@ -43,17 +43,56 @@ author: kubeupgrade.storage maintainers (@kubeupgrade)
 options:
   apiserver_binary:
     description:
-      - Path of the target kube-apiserver binary on the host (kubeadm pulls the target images before an upgrade; a
-        binary install downloads it). It must print C(Kubernetes vX.Y.Z) for C(--version).
+      - Path of the target kube-apiserver binary on the host (a binary install downloads it). It must print
+        C(Kubernetes vX.Y.Z) for C(--version).
+      - Default the binary in the target image containerd holds on the host (kubeadm pulls the target images before an
+        upgrade) - O(apiserver_image), else the newest patch of O(target_release) named C(*/kube-apiserver:vX.Y.Z) in the
+        C(k8s.io) namespace - mounted read-only with C(ctr images mount) for the run, then unmounted and its snapshot
+        removed (RV(images)). The image is never pulled - pull it first (C(kubeadm config images pull)).
     type: path
-    required: true
+  target_version:
+    description:
+      - The target's patch release (C(1.36.2)) - the image taken from containerd is that one's, not the newest patch of
+        O(target_release).
+    type: str
+  apiserver_image:
+    description:
+      - The target kube-apiserver image in containerd's C(k8s.io) namespace to take the binary from
+        (C(registry.k8s.io/kube-apiserver:v1.36.2)), when O(apiserver_binary) is not given; it must be there.
+    type: str
+  etcd_image:
+    description:
+      - The etcd image in containerd's C(k8s.io) namespace to take the scratch etcd from, when O(etcd_binary) is not
+        given and no C(etcd) is in C(PATH). Default the image of the etcd static pod
+        (C(/etc/kubernetes/manifests/etcd.yaml)) on a kubeadm host.
+    type: str
+  containerd_address:
+    description:
+      - containerd's socket, for the images (O(apiserver_image), O(etcd_image)). Needs C(ctr), containerd's client.
+    type: path
+    default: /run/containerd/containerd.sock
+  if_unavailable:
+    description:
+      - What to do when this host cannot provide what the rehearsal needs - the target binary (no path, no image),
+        an etcd binary, the etcd connection or snapshot, or (with C(skip) only) the cluster's flags (no static pod
+        manifest and no flag option, where the target's defaults would report what the cluster's flags enable as
+        removed).
+      - C(fail) fails the task with what is missing and how to provide it.
+      - C(skip) returns RV(rehearsed)=C(false) with the reason in RV(not_rehearsed); M(kubeupgrade.storage.storage_version_check)
+        then judges from release data and says in its report that nothing was rehearsed. The preflight role uses it
+        where the rehearsal is the default evidence rather than asked for.
+      - A bad option is always an error.
+    type: str
+    choices: [fail, skip]
+    default: fail
   target_release:
     description:
       - The release the binary must be (C(1.33)); a mismatch is refused before anything starts.
     type: str
   etcd_binary:
     description:
-      - The etcd binary (3.4 or later) for the scratch copy. Default C(etcd) in C(PATH).
+      - The etcd binary (3.4 or later) for the scratch copy. Default C(etcd) in C(PATH), else the one in the etcd image
+        (O(etcd_image)) mounted read-only as for the target.
       - The version it reports for C(--version), read before anything starts, decides the scratch etcd's flags (etcd 3.6
         renamed or deprecated some) and the restore tool; a binary that reports none is refused.
     type: path
@@ -164,8 +203,8 @@ options:
 extends_documentation_fragment:
   - kubeupgrade.storage.etcd
 notes:
-  - The binary may also come from the target image (C(registry.k8s.io/kube-apiserver:vX.Y.Z)); extract it first, for
-    example with C(ctr image mount), and give its path.
+  - On a kubeadm control-plane host nothing but O(target_release) is needed - the binary from the target image, etcd
+    from the etcd image, the flags and the etcd connection from the static pod manifests.
   - A KMS v2 provider in the encryption configuration is reached through its socket on the host, as the live apiserver does.
 seealso:
   - module: kubeupgrade.storage.storage_version_check
@@ -173,6 +212,12 @@ seealso:
 """
 
 EXAMPLES = r"""
+- name: Rehearse the upgrade to 1.36 on a kubeadm control-plane host (binaries from the images, flags from the manifest)
+  kubeupgrade.storage.storage_rehearsal:
+    target_release: "1.36"
+  register: rehearsal
+  become: true
+
 - name: Rehearse the upgrade to 1.33 with the target binary (kubeadm host; flags and etcd from the static pod manifest)
   kubeupgrade.storage.storage_rehearsal:
     apiserver_binary: /opt/k8s/v1.33.5/kube-apiserver
@@ -195,6 +240,23 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+rehearsed:
+  description: Whether the rehearsal ran (C(false) when the task failed, or with O(if_unavailable=skip) when it could not run).
+  returned: always
+  type: bool
+not_rehearsed:
+  description: Why it did not run, and how to make it run (with O(if_unavailable=skip)).
+  returned: when not rehearsed
+  type: str
+images:
+  description: The images the binaries were taken from, each C(image) and C(mounted_at) (unmounted before the module returns).
+  returned: success
+  type: list
+  elements: dict
+flags_from:
+  description: Where the cluster's flags were read - the manifest, the options, or C(none) (the target's defaults).
+  returned: success
+  type: str
 verdict:
   description: The worst verdict (C(safe), C(unknown), C(removed), C(unsafe)).
   returned: success
@@ -327,7 +389,12 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import 
 
 def argument_spec() -> dict:
     return etcd_argument_spec(
-        apiserver_binary=dict(type="path", required=True),
+        apiserver_binary=dict(type="path"),
+        target_version=dict(type="str"),
+        apiserver_image=dict(type="str"),
+        etcd_image=dict(type="str"),
+        containerd_address=dict(type="path", default="/run/containerd/containerd.sock"),
+        if_unavailable=dict(type="str", choices=["fail", "skip"], default="fail"),
         target_release=dict(type="str"),
         etcd_binary=dict(type="path"),
         etcdutl_binary=dict(type="path"),
@@ -355,7 +422,7 @@ def argument_spec() -> dict:
 
 def main() -> None:
     KubeUpgradeModule(argument_spec(), connection=False, supports_check_mode=True,
-                      empty_result={"blocking": []}).run(runner.run)
+                      empty_result={"blocking": [], "rehearsed": False}).run(runner.run)
 
 
 if __name__ == "__main__":

@@ -118,6 +118,8 @@ options:
       - A rehearsal that read everything does not clear a prediction about the versions the running apiservers still
         write; the reason says so.
       - Its release must be O(target_release); without O(target_release), the rehearsal's release is judged.
+      - A rehearsal that did not run (C(rehearsed=false), O(kubeupgrade.storage.storage_rehearsal#module:if_unavailable)=C(skip))
+        measures nothing; the report's notes say so and why, and release data judges alone.
     type: raw
   audit:
     description:

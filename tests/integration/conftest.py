@@ -68,6 +68,10 @@ def run_playbook(playbook, inventory=None, extra_vars=None, check=False, diff=Fa
     if extra_vars:
         cmd += ["-e", json.dumps(extra_vars)]
     cmd += ["-e", json.dumps({"ansible_python_interpreter": sys.executable})]
+    if "kubeupgrade_apiserver_manifest" not in (extra_vars or {}):
+        # This machine's /etc/kubernetes is the kubeadm node's while its test runs: no other run may take it for its
+        # cluster's manifest (the pre-flight's default rehearsal would rehearse on that node's etcd).
+        cmd += ["-e", json.dumps({"kubeupgrade_apiserver_manifest": ""})]
     if check:
         cmd.append("--check")
     if diff:

@@ -91,7 +91,13 @@ ETCD_ENTRYPOINT_C = r"""
 int main(int argc, char **argv) {
     char **out = calloc(argc + 1, sizeof(char *));
     int n = 0;
-    out[n++] = "/usr/local/bin/etcd-3.5";
+    /* etcd-3.5 beside this program: /usr/local/bin in the container, the mount point when the image is mounted */
+    char self[4096];
+    ssize_t length = readlink("/proc/self/exe", self, sizeof(self) - 16);
+    if (length <= 0) { perror("readlink /proc/self/exe"); return 127; }
+    self[length] = 0;
+    strcpy(strrchr(self, '/') + 1, "etcd-3.5");
+    out[n++] = self;
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--feature-gates=InitialCorruptCheck=true") == 0) {

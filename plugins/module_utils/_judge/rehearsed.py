@@ -28,7 +28,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
 
 def validate(rehearsal, target_release: Optional[str]) -> None:
     """The registered result of ``storage_rehearsal`` for the release judged, or one clear error."""
-    if rehearsal is None:
+    if rehearsal is None or skipped(rehearsal):
         return
     if not isinstance(rehearsal, dict) or not isinstance(rehearsal.get("resources"), dict) or "rehearsed_at" not in rehearsal:
         if isinstance(rehearsal, dict) and rehearsal.get("failed"):
@@ -40,6 +40,23 @@ def validate(rehearsal, target_release: Optional[str]) -> None:
     if target_release and rehearsed and rehearsed != str(target_release).lstrip("v"):
         raise ConfigurationError(f"rehearsal: it rehearsed {rehearsal.get('target_git_version') or rehearsed}, but this check "
                                  f"judges target_release {target_release}: rehearse with the binary of {target_release}.")
+
+
+def skipped(rehearsal) -> bool:
+    """A rehearsal this host could not run (``if_unavailable: skip``): no measurement, and said in the report."""
+    return isinstance(rehearsal, dict) and rehearsal.get("rehearsed") is False and not rehearsal.get("failed")
+
+
+def measured(rehearsal):
+    """The rehearsal's result when it measured something, else None (release data judges alone)."""
+    return None if rehearsal is None or skipped(rehearsal) else rehearsal
+
+
+def notes(rehearsal) -> List[str]:
+    """What the report says of a rehearsal that did not run: the target binary's reading is missing, and why."""
+    if not skipped(rehearsal):
+        return []
+    return [f"Not rehearsed (judged from release data, which cannot know this cluster's flags): {rehearsal.get('not_rehearsed')}"]
 
 
 def release_of(rehearsal) -> Optional[str]:

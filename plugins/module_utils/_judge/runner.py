@@ -50,8 +50,8 @@ CLUSTER_READS = ("crds", "storage_states", "storage_versions", "leases")
 def validate(params) -> None:
     """Every option checked before any request."""
     roll.check_options(params.get("upgrade_order") or [], params.get("upgrading"), params.get("target_release"))
-    if not (params.get("target_release") or params.get("target_endpoint") or params.get("target_crds") or params.get("rehearsal")
-            or params.get("target_running_release")):
+    if not (params.get("target_release") or params.get("target_endpoint") or params.get("target_crds")
+            or rehearsed.measured(params.get("rehearsal")) or params.get("target_running_release")):
         raise ConfigurationError("Nothing to check against: give target_release (for example \"1.34\", quoted), "
                                  "target_endpoint, target_crds and/or rehearsal.")
     rehearsed.validate(params.get("rehearsal"), params.get("target_release"))
@@ -125,7 +125,8 @@ def run(module) -> dict:
     validate(params)
     profiles = load_profiles(profiles_file=params["profiles_file"], profiles=params["profiles"])
     # A rehearsal says which release it is: its release data judges what the rehearsal does not read.
-    release_name = params["target_release"] or rehearsed.release_of(params.get("rehearsal"))
+    rehearsal = rehearsed.measured(params.get("rehearsal"))
+    release_name = params["target_release"] or rehearsed.release_of(rehearsal)
     release = profiles.get(release_name) if release_name else None  # an unknown release is named before any request
     if release is not None:
         release = emulation.profile_at(profiles, release.release, params.get("target_emulated_release"),
@@ -137,7 +138,7 @@ def run(module) -> dict:
     options = JudgeOptions(resources=resources, record_max_age=params["record_max_age"],
                            accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]),
                            audit=params.get("audit"), judged_before=params.get("judged_before"),
-                           rehearsal=params.get("rehearsal"))
+                           rehearsal=rehearsal, notes=rehearsed.notes(params.get("rehearsal")) or None)
     if params.get("offline"):
         observed = None
         observation = _offline(options, profiles, running)
@@ -237,7 +238,7 @@ def hold_for_check_mode(judgement) -> list:
 def _offline(options: JudgeOptions, profiles, running, unreachable=()):
     """Judge from the audit, its CRDs and release data; ``unreachable``: the apiservers that did not answer."""
     options.offline = True
-    options.notes = offline.notes(options.audit, running, [ep.endpoint for ep in unreachable])
+    options.notes = offline.notes(options.audit, running, [ep.endpoint for ep in unreachable]) + list(options.notes or [])
     return offline.build_observation(options.audit, profiles, running, unreachable=unreachable)
 
 

@@ -11,7 +11,7 @@ import signal
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Dict, Optional, Union
+from typing import Dict, Optional, Tuple, Union
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
@@ -22,7 +22,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll imp
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crd_objects
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import migrate_copy, model, reader, scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import binaries, migrate_copy, model, reader, scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
@@ -68,6 +68,7 @@ class Plan:
     current: Optional[dict] = None  # rehearse the plan: {binary, git_version, flags} of the binary that migrates the copy first
     migrate_timeout: float = 1800.0
     etcd_version: Optional[EtcdVersion] = None  # what etcd_binary reports, read once: its flags and restore tool
+    flags_from: str = ""  # where the cluster's flags were read: the manifest, the options, or "" (the target's defaults)
 
 
 def _executable(option: str, path: Optional[str], what: str) -> str:
@@ -92,7 +93,8 @@ def binary_version(path: str) -> str:
     return match.group(1)
 
 
-def _manifest_flags(params: dict) -> Dict[str, str]:
+def _manifest_flags(params: dict) -> Tuple[Dict[str, str], str]:
+    """The manifest's flags and its path ("" when no manifest was read)."""
     path = params.get("apiserver_manifest")
     explicit = path is not None
     path = path if explicit else model.MANIFEST
@@ -100,12 +102,12 @@ def _manifest_flags(params: dict) -> Dict[str, str]:
         if explicit and path:
             raise ConfigurationError(f"apiserver_manifest: {path} does not exist (the kube-apiserver static pod manifest; "
                                      "give its path, or \"\" to take every flag from the options)")
-        return {}
+        return {}, ""
     if not HAS_YAML:
         raise ConfigurationError("the Python package PyYAML is required to read apiserver_manifest")
     try:
         with open(path, encoding="utf-8") as handle:
-            return model.flags_from_manifest(yaml.safe_load(handle))
+            return model.flags_from_manifest(yaml.safe_load(handle)), path
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as error:
         raise ConfigurationError(f"apiserver_manifest: {path} could not be read as the kube-apiserver static pod ({error}); "
                                  "give the right path, or \"\" to take every flag from the options") from None
@@ -166,32 +168,91 @@ def _restore_tool(params: dict, etcd_binary: str, version: EtcdVersion) -> str:
     return scratch.restore_tool(etcd_binary, version, given)
 
 
-def plan(params: dict) -> Plan:
-    """Every option checked, and every tool found, before anything is started or read."""
+def _flags_from(params: dict, manifest_path: str) -> str:
+    """Where the cluster's flags come from, said in the result: a rehearsal on the target's defaults would report
+    what the cluster's flags enable as removed."""
+    given = sorted(option for option in FLAG_OPTIONS if params.get(option) is not None)
+    sources = ([f"the manifest {manifest_path}"] if manifest_path else []) + ([f"the options ({', '.join(given)})"] if given else [])
+    return " and ".join(sources)
+
+
+def _require_flags(params: dict, flags_from: str) -> None:
+    """As the default evidence, never on the target's defaults: the cluster's flags are read or given."""
+    if not flags_from and params.get("if_unavailable") == "skip":
+        raise binaries.Unavailable(f"the cluster's kube-apiserver flags are unknown here (no static pod manifest at "
+                                   f"{model.MANIFEST}, and no feature_gates or runtime_config given): run it on a control-plane "
+                                   "host, or give apiserver_manifest, or the flags as options")
+
+
+def _binaries(params: dict, mounts: Optional[binaries.ImageMounts]) -> Tuple[str, str]:
+    """The target kube-apiserver and the etcd for the copy: the paths given; else the images this host's containerd
+    holds (the target release's; the one the cluster's etcd static pod runs: its own etcd, measured, not assumed),
+    else (etcd) the one in PATH."""
+    mounts = mounts or binaries.ImageMounts(params.get("containerd_address"), mount=False)
+    binary = params.get("apiserver_binary") or mounts.binary(
+        "kube-apiserver", params.get("apiserver_image"), params.get("target_version") or params.get("target_release"),
+        option="apiserver_image")
+    if params.get("etcd_binary"):
+        return binary, params["etcd_binary"]
+    image = params.get("etcd_image") or binaries.image_of_manifest(binaries.ETCD_MANIFEST)
+    if image:
+        try:
+            return binary, mounts.binary("etcd", image, option="etcd_image")
+        except binaries.Unavailable:
+            if params.get("etcd_image") or not shutil.which("etcd"):
+                raise
+    etcd = shutil.which("etcd")
+    if not etcd:
+        raise binaries.Unavailable(f"no etcd binary for the copy: none in PATH and no etcd static pod at {binaries.ETCD_MANIFEST} "
+                                   "whose image holds one; give etcd_binary (3.4 or later) or etcd_image")
+    return binary, etcd
+
+
+def _check_options(params: dict) -> None:
+    """The options that need nothing from the host, checked first: a bad one is an error, never a skipped rehearsal."""
+    if params.get("names_limit") is not None and params["names_limit"] < -1:
+        raise ConfigurationError("names_limit must be -1 (every name), 0 (none) or a positive number")
+    if params.get("start_timeout") is not None and not 5 <= float(params["start_timeout"]) <= 3600:
+        raise ConfigurationError(f"start_timeout must be between 5 and 3600 seconds, got {float(params['start_timeout'])}")
+    work_dir = params.get("work_dir") or tempfile.gettempdir()
+    if not os.path.isdir(work_dir) or not os.access(work_dir, os.W_OK):
+        raise ConfigurationError(f"work_dir: {work_dir} is not a writable directory")
+    if not params.get("apiserver_binary") and not params.get("apiserver_image") and not params.get("target_release"):
+        raise ConfigurationError("give apiserver_binary (the target kube-apiserver's path), or target_release (its image is "
+                                 "then taken from containerd), or apiserver_image")
+
+
+def plan(params: dict, mounts: Optional[binaries.ImageMounts] = None) -> Plan:
+    """Every option checked, and every tool found, before anything is started or read. What this host cannot
+    provide (the etcd connection, the cluster's flags, a binary) raises ``binaries.Unavailable``, checked in that
+    order so that the default evidence gives up before it mounts anything."""
+    _check_options(params)
     _check_migrate_with(params.get("migrate_with"))
-    binary = _executable("apiserver_binary", params.get("apiserver_binary"), "target kube-apiserver binary")
+    manifest, manifest_path = _manifest_flags(params)
+    etcd_source = None if params.get("snapshot") else _etcd_source(params, manifest)
+    if not params.get("snapshot") and etcd_source is None:
+        raise binaries.Unavailable("Nothing to copy: give snapshot (an `etcdctl snapshot save` file) or etcd_endpoints (with "
+                                   "etcd_ca_cert, etcd_client_cert and etcd_client_key on kubeadm), or run on a control-plane "
+                                   f"host whose {model.MANIFEST} names them")
+    flags_from = _flags_from(params, manifest_path)
+    _require_flags(params, flags_from)
+    binary, etcd_binary = _binaries(params, mounts)
+    binary = _executable("apiserver_binary", binary, "target kube-apiserver binary")
     git_version = binary_version(binary)
     wanted = params.get("target_release")
     if wanted and not git_version.lstrip("v").startswith(str(wanted).lstrip("v").rstrip(".") + "."):
         raise ConfigurationError(f"target_release is {wanted}, but apiserver_binary {binary} reports {git_version}: give the "
                                  "binary of the release you upgrade (or roll back) to")
-    etcd_binary = _executable("etcd_binary", params.get("etcd_binary") or shutil.which("etcd"), "etcd binary (3.4 or later)")
+    etcd_binary = _executable("etcd_binary", etcd_binary, "etcd binary (3.4 or later)")
     etcd_version = scratch.etcd_version(etcd_binary)
-    manifest = _manifest_flags(params)
     flags = storage_flags(params, manifest)
     prefix = keys_mod.normalize_prefix(flags.get("etcd-prefix") or "/registry")
     names_limit = 20 if params.get("names_limit") is None else params["names_limit"]
-    if names_limit < -1:
-        raise ConfigurationError("names_limit must be -1 (every name), 0 (none) or a positive number")
     timeout = 120.0 if params.get("start_timeout") is None else float(params["start_timeout"])
-    if not 5 <= timeout <= 3600:
-        raise ConfigurationError(f"start_timeout must be between 5 and 3600 seconds, got {timeout}")
     fail_on = list(DEFAULT_FAIL_ON if params.get("fail_on") is None else params["fail_on"])
     work_dir = params.get("work_dir") or tempfile.gettempdir()
-    if not os.path.isdir(work_dir) or not os.access(work_dir, os.W_OK):
-        raise ConfigurationError(f"work_dir: {work_dir} is not a writable directory")
     result = Plan(binary=binary, git_version=git_version, etcd_binary=etcd_binary, flags=flags, prefix=prefix, work_dir=work_dir,
-                  start_timeout=timeout, names_limit=names_limit, fail_on=fail_on,
+                  start_timeout=timeout, names_limit=names_limit, fail_on=fail_on, flags_from=flags_from,
                   target_crds=load_target_crd_objects(params.get("target_crds") or []), etcd_version=etcd_version)
     result.current = _current(params.get("migrate_with"), manifest)
     if params.get("snapshot"):
@@ -200,11 +261,7 @@ def plan(params: dict) -> Plan:
         result.snapshot = params["snapshot"]
         result.restore_tool = _restore_tool(params, etcd_binary, etcd_version)
         return result
-    result.etcd = _etcd_source(params, manifest)
-    if result.etcd is None:
-        raise ConfigurationError("Nothing to copy: give snapshot (an `etcdctl snapshot save` file) or etcd_endpoints (with "
-                                 "etcd_ca_cert, etcd_client_cert and etcd_client_key on kubeadm), or run on a control-plane "
-                                 f"host whose {model.MANIFEST} names them")
+    result.etcd = etcd_source
     result.scan = audit_runner.scan_options(dict(params, etcd_prefix=prefix))
     return result
 
@@ -424,10 +481,28 @@ def _live_size(settings: EtcdSettings) -> Optional[int]:
         return None
 
 
+def not_rehearsed(reason: str) -> dict:
+    """The result when the rehearsal is the default evidence and this host cannot run it: said, never a pass."""
+    return {"changed": False, "rehearsed": False, "not_rehearsed": reason, "blocking": [],
+            "headline": f"Not rehearsed: {reason}", "msg": f"Not rehearsed: {reason}"}
+
+
 def run(kum) -> dict:
     """Entry point of the module; fails with the result when something blocks."""
-    plan_ = plan(kum.params)
-    result = rehearse(plan_, warn=kum.warn)
+    params = kum.params
+    _check_options(params)
+    with binaries.ImageMounts(params.get("containerd_address")) as mounts:
+        try:
+            plan_ = plan(params, mounts)
+        except binaries.Unavailable as error:
+            if params.get("if_unavailable") != "skip":
+                raise
+            return not_rehearsed(str(error))
+        result = rehearse(plan_, warn=kum.warn)
+        result.update(rehearsed=True, images=mounts.summary(), flags_from=plan_.flags_from or "none: the target's defaults")
+    if not plan_.flags_from:
+        kum.warn("the target ran with its default flags (no static pod manifest was read and no flag option given): a resource "
+                 "the cluster's flags enable is reported removed; give apiserver_manifest, or feature_gates and runtime_config")
     if result["ignored_feature_gates"]:
         kum.warn(f"the target {result['target_git_version']} does not know the feature gate(s) "
                  f"{', '.join(result['ignored_feature_gates'])} and ignores them: remove them from --feature-gates, or check "
