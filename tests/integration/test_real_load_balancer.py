@@ -48,3 +48,29 @@ def test_one_url_for_two_apiservers_writes_nothing_and_names_the_cause(
     errors = [line for line in result.stdout.splitlines() if line.startswith("[ERROR]")]
     # the pre-flight's gate names the finding; migrate.yml's agreement gate says it in words
     assert errors and ("(apiservers not observed)" in errors[0] or "lists 2 apiservers" in errors[0]), errors
+
+
+def test_a_host_url_that_reaches_another_host_s_apiserver_writes_nothing_and_names_both_urls(
+        real_plane_factory, ansible_playbook, tmp_path):
+    """cp2's URL written as another name of cp1's apiserver (a copied inventory line): two URLs, two identity Leases,
+    so the counts agree - but both URLs are answered by apiserver 0 (its advertised address and serving certificate),
+    and apiserver 1 is never observed. Nothing is written, no host is touched, and the first error line names it."""
+    plane = real_plane_factory([TODAY_FROM, TODAY_FROM], etcd_version=TODAY_ETCD)
+    seed_135(plane)
+    first = plane.endpoints[0]
+    inventory = tmp_path / "copied.yml"
+    inventory.write_text(yaml.safe_dump({"kube_control_plane": {
+        "hosts": {"cp1": {"kubeupgrade_apiserver_url": first, "kubeupgrade_realcp_index": 0},
+                  "cp2": {"kubeupgrade_apiserver_url": first.replace("127.0.0.1", "localhost"), "kubeupgrade_realcp_index": 1}},
+        "vars": {"ansible_connection": "local", "kubeupgrade_connection": {"kubeconfig": str(plane.kubeconfig)},
+                 "kubeupgrade_realcp_state": str(plane.state_file),
+                 "kubeupgrade_realcp_pythonpath": str(plane.state()["cli"]["pythonpath"])}}}), encoding="utf-8")
+    before = written_revisions(plane)
+    result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, inventory=inventory, kubeupgrade_target_release=TODAY_TO)
+    assert result.rc != 0, explain(result)
+    after = written_revisions(plane)
+    assert sorted(key for key in set(before) | set(after) if before.get(key) != after.get(key)) == []
+    assert versions(plane) == ["v1.35.3", "v1.35.3"], "an apiserver was touched"
+    errors = [line for line in result.stdout.splitlines() if line.startswith("[ERROR]")]
+    assert errors and "(apiservers not observed)" in errors[0], errors
+    assert f"{first} and {first.replace('127.0.0.1', 'localhost')} reached one apiserver" in result.stdout, explain(result)

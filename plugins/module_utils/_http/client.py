@@ -12,6 +12,7 @@ survives an expired token).
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
@@ -116,6 +117,12 @@ class ApiClient:
 
     def for_endpoint(self, endpoint: str, option: str = "endpoints") -> ApiClient:
         return ApiClient(self.settings, endpoint, self.maxsize, option)
+
+    def server_certificate(self) -> Optional[str]:
+        """The SHA-256 of the certificate this endpoint serves (``sha256:`` and 16 hex digits), or None (http, a proxy,
+        no handshake): with the address it advertises, what tells one apiserver from another."""
+        der = self._transport.server_certificate(self.endpoint, self.settings.timeout)
+        return f"sha256:{hashlib.sha256(der).hexdigest()[:16]}" if der else None
 
     def request(self, method: str, path: str, query=None, body=None, **options) -> ApiResponse:
         """Send one request; return the response for 2xx, raise ``ApiError``/``EndpointUnreachable`` otherwise.

@@ -132,6 +132,7 @@ class _Head:
     api: object = None
     apis: object = None
     error: Optional[ApiError] = None
+    certificate: Optional[str] = None  # the serving certificate's digest (``ApiClient.server_certificate``)
 
 
 def _fetch_head(pool, client, tuning: Tuning) -> _Head:
@@ -142,7 +143,9 @@ def _fetch_head(pool, client, tuning: Tuning) -> _Head:
         "api": pool.submit(_get, client, paths.CORE_DISCOVERY, tuning),
         "apis": pool.submit(_get, client, paths.GROUP_DISCOVERY, tuning),
     }
+    certificate = pool.submit(_certificate, client)
     head = _Head(client)
+    head.certificate = certificate.result()
     errors_seen = []
     for key, future in futures.items():
         try:
@@ -155,6 +158,21 @@ def _fetch_head(pool, client, tuning: Tuning) -> _Head:
         fatal.sort(key=lambda e: (not isinstance(e, EndpointUnreachable), e.status not in _AUTH_STATUSES))
         head.error = fatal[0]
     return head
+
+
+def _certificate(client) -> Optional[str]:
+    server_certificate = getattr(client, "server_certificate", None)  # a client without TLS has none
+    return server_certificate() if server_certificate else None
+
+
+def _server_address(api) -> Optional[str]:
+    """The address an apiserver advertises in /api (``serverAddressByClientCIDRs``: its --advertise-address or
+    --external-hostname, and port): its own, whichever URL reached it."""
+    addresses = api.get("serverAddressByClientCIDRs") if isinstance(api, dict) else None
+    for entry in addresses or ():
+        if isinstance(entry, dict) and entry.get("serverAddress"):
+            return str(entry["serverAddress"])
+    return None
 
 
 @dataclass
@@ -211,7 +229,8 @@ class Observer:
         emulated, min_compatibility = discovery.emulation_from_version(head.version)
         endpoint = EndpointObservation(endpoint=url, reachable=True, git_version=git_version,
                                        release=discovery.release_from_version(head.version), ready=bool(head.ready),
-                                       emulated_release=emulated, min_compatibility_release=min_compatibility)
+                                       emulated_release=emulated, min_compatibility_release=min_compatibility,
+                                       server_address=_server_address(head.api), server_certificate=head.certificate)
         listed = {(g, v) for g, v, _p in gvs}
         # /apis lists the APIServices in etcd, which the newest apiserver of a mixed plane rewrites: an older
         # apiserver then stops listing versions it still serves. Its release's own versions are asked for too.

@@ -48,6 +48,9 @@ class EndpointObservation:
     emulated_release: Optional[str] = None
     min_compatibility_release: Optional[str] = None
     ready: bool = False  # /readyz answered 200
+    # Which apiserver answered: the address it advertises in /api and the digest of the certificate it serves.
+    server_address: Optional[str] = None
+    server_certificate: Optional[str] = None
     resources: Dict[str, ObservedResource] = field(default_factory=dict)  # by kubectl-style name
     failed_groups: List[str] = field(default_factory=list)  # group/versions whose discovery failed
     # Group/versions /apis lists (the APIServices are shared in etcd) that this apiserver answers 404 for while
@@ -259,8 +262,29 @@ class Observation:
             return None
         return listed, observed
 
+    def answered_by_one(self) -> List[List[str]]:
+        """Endpoints that reached one apiserver: the same URL given twice, or URLs answered with the same advertised
+        address and serving certificate (a host's URL that is another host's apiserver). Each such group hides an
+        apiserver the URLs were meant to reach; compared only where /api named the address."""
+        groups: Dict[tuple, List[str]] = {}
+        for ep in self.endpoints:
+            if not ep.reachable:
+                continue
+            key = (ep.server_address, ep.server_certificate) if ep.server_address else ("url", ep.endpoint.rstrip("/"))
+            groups.setdefault(key, []).append(ep.endpoint)
+        return [urls for urls in groups.values() if len(urls) > 1]
+
     def not_observed_message(self, now: Optional[datetime] = None) -> str:
-        """Why this observation does not cover every apiserver the cluster lists (``identity_gap``), else ``""``."""
+        """Why this observation does not cover every apiserver the cluster lists (``answered_by_one``,
+        ``identity_gap``), else ``""``."""
+        shared = self.answered_by_one()
+        if shared:
+            by_url = {ep.endpoint: ep for ep in self.endpoints}
+            return "; ".join(
+                f"{' and '.join(urls)} reached one apiserver (it advertises {by_url[urls[0]].server_address or 'no address'}"
+                + (f", serves certificate {by_url[urls[0]].server_certificate}" if by_url[urls[0]].server_certificate else "")
+                + ")" for urls in shared) + (": an apiserver meant to be observed through one of them is not, and may write a "
+                                             "version no other reports")
         gap = self.identity_gap(now)
         if gap is None:
             return ""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient, ApiResponse
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings, check_url
@@ -59,6 +60,9 @@ class FakeApiClient(ApiClient):
         check_url(option, endpoint)
         return FakeApiClient(endpoint, self.routes, self.log)
 
+    def server_certificate(self):
+        return None  # no TLS here: apiservers are told apart by the address each advertises in /api
+
     def requests_to(self, method: str = None) -> list:
         return [(m, p) for e, m, p, _q, _b in self.log if e == self.endpoint and (method is None or m == method)]
 
@@ -77,6 +81,7 @@ class FakeApiClient(ApiClient):
             raise route
         status, payload = route[0], route[1]
         headers = dict(route[2]) if len(route) > 2 else {}
+        payload = _advertised_here(payload, self.endpoint) if path == "/api" else payload
         if isinstance(payload, (dict, list)):
             data = json.dumps(payload).encode()
             headers.setdefault("Content-Type", "application/json")
@@ -86,6 +91,20 @@ class FakeApiClient(ApiClient):
         if status >= 400:
             raise self._error(method, path, response)
         return response
+
+
+RECORDED_ADDRESS = "127.0.0.1:16443"  # what the recorded apiserver advertised in /api
+
+
+def _advertised_here(payload, endpoint: str):
+    """/api as the apiserver at ``endpoint`` answers it: the address it advertises is its own (the recording's was
+    one apiserver's, shared by every fake endpoint). A route a test gave with another address is left as it is."""
+    addresses = payload.get("serverAddressByClientCIDRs") if isinstance(payload, dict) else None
+    if not addresses or addresses[0].get("serverAddress") != RECORDED_ADDRESS:
+        return payload
+    answer = dict(payload)
+    answer["serverAddressByClientCIDRs"] = [{"clientCIDR": "0.0.0.0/0", "serverAddress": urlsplit(endpoint).netloc}]
+    return answer
 
 
 def unreachable(message: str = "connection refused"):

@@ -269,3 +269,23 @@ def test_unknown_include_value_is_one_clear_error():
     clients, cluster = make_clients()
     with pytest.raises(Exception, match="unknown include"):
         observe.observe(clients, PROFILES, include=("crds", "pods"), cluster_client=cluster)
+
+
+def test_a_url_that_reaches_another_endpoint_s_apiserver_is_named_and_nothing_may_be_written():
+    """The second host's URL answers as the first apiserver (the address it advertises in /api): two URLs, one
+    apiserver observed, the third observed as itself. Counting identity Leases cannot see this; /api can."""
+    api = copy.deepcopy(discovery_routes()["/api"])
+    api[1]["serverAddressByClientCIDRs"] = [{"clientCIDR": "0.0.0.0/0", "serverAddress": "10.0.0.11:6443"}]
+    clients, cluster = make_clients({1: {"/api": api}})
+    observation = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
+    assert [ep.server_address for ep in observation.endpoints] == ["10.0.0.11:6443", "10.0.0.11:6443", "10.0.0.13:6443"]
+    assert observation.answered_by_one() == [EP[:2]]
+    assert observation.not_observed_message().startswith(f"{EP[0]} and {EP[1]} reached one apiserver (it advertises 10.0.0.11:6443)")
+
+
+def test_distinct_apiservers_and_one_url_given_twice():
+    clients, cluster = make_clients()
+    observation = observe.Observer(clients, PROFILES, cluster, TUNING).observe()
+    assert observation.answered_by_one() == [] and "reached one apiserver" not in observation.not_observed_message()
+    twice = [clients[0], FakeApiClient(EP[0], discovery_routes())]
+    assert observe.Observer(twice, PROFILES, cluster, TUNING).observe().answered_by_one() == [[EP[0], EP[0]]]
