@@ -171,11 +171,13 @@ class ProfileSet:
             known = self.releases()
             example_base = known[-1] if known else "1.37"
             hint = release_hint(release)
+            span = f"from {known[0]} to {known[-1]}" if known else "this collection knows"
             raise errors.ProfileError(
                 (f"{hint}. " if hint else "") +
-                f"no release profile for Kubernetes {key} (known releases: {', '.join(known) or 'none'}); add one with "
-                f"the profiles_file or profiles option, for example releases: {{\"{key}\": {{extends: \"{example_base}\", "
-                f"resources: {{...}}}}}} (format: plugins/module_utils/profiles.py docstring)",
+                f"no release profile for Kubernetes {key}: give a release {span} (quoted, such as \"{example_base}\"), "
+                f"or add its profile with the profiles_file or profiles option\nKnown releases: {', '.join(known) or 'none'}. "
+                f"A profile, for example: releases: {{\"{key}\": {{extends: \"{example_base}\", resources: {{...}}}}}} "
+                "(format: plugins/module_utils/profiles.py docstring)",
                 details={"release": key, "known_releases": known})
         return profile
 

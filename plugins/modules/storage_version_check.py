@@ -318,7 +318,7 @@ headline:
       or that nothing blocks. Roles print the table, then fail with this line.
   returned: success
   type: str
-  sample: "pre-flight blocks on 2 verdict(s) not established safe: resourceclaims.resource.k8s.io (unsafe), ..."
+  sample: "pre-flight blocks on resourceclaims.resource.k8s.io (unsafe) and 1 more: take each next step in the report, or accept by name."
 resources:
   description: One verdict per resource, worst first.
   returned: always
@@ -524,6 +524,14 @@ unreachable_endpoints:
   type: list
   elements: str
   sample: ["https://10.0.0.13:6443"]
+unreachable_msg:
+  description:
+    - Why the apiservers in RV(unreachable_endpoints) could not be observed, cause and first fix on the first line (the
+      fix for each after it, per reason - rejected or missing credentials, no grant, TLS, no answer); empty when every
+      apiserver answered. The preflight role fails with it.
+  returned: success
+  type: str
+  sample: "cannot observe https://10.0.0.13:6443: make it reachable, or remove it from the endpoints, then run again"
 migration:
   description:
     - What a play may migrate before its rolling upgrade touches a host, decided from RV(verdict), RV(releases), whether

@@ -197,6 +197,7 @@ def _failure_after_upgrade_apply_is_rolled_back_within_the_skew_policy(node, ans
     default rollback restores every component manifest kubeadm changed - controller-manager and scheduler before the
     apiserver - and the kubelet's configuration; the control plane is healthy on 1.35.3 and within the skew policy."""
     tmp_path.mkdir(parents=True, exist_ok=True)
+    node.wait_ready(FROM_VERSION)  # every static pod running (a loaded machine starts the scheduler last)
     before = versions(node)
     kubelet_config = Path("/var/lib/kubelet/config.yaml").read_text(encoding="utf-8")
     result = upgrade(ansible_playbook, node, tmp_path,

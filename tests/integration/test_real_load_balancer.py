@@ -73,4 +73,5 @@ def test_a_host_url_that_reaches_another_host_s_apiserver_writes_nothing_and_nam
     assert versions(plane) == ["v1.35.3", "v1.35.3"], "an apiserver was touched"
     errors = [line for line in result.stdout.splitlines() if line.startswith("[ERROR]")]
     assert errors and "(apiservers not observed)" in errors[0], errors
+    print(f"\nfirst error line ({len(errors[0])} characters): {errors[0]}")
     assert f"{first} and {first.replace('127.0.0.1', 'localhost')} reached one apiserver" in result.stdout, explain(result)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Dict, List
+from typing import Dict, List, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement, AgreementTracker, compare
@@ -125,6 +125,7 @@ def wait_for_agreement(observer, resources, wait: AgreementWait, clock=time.mono
         agreement, observation = timeout.last
         ignore = observation.aggregated_group_versions() | set(wait.accepted)
         raise DisagreementError(
+            f"{_first_line(agreement, observation, ignore, wait.timeout)}\n"
             f"{headline(agreement)} within {wait.timeout:g}s ({timeout.polls} poll(s), {wait.polls} consecutive agreeing "
             f"poll(s) required): {describe(agreement, observation)}. {next_step(agreement, observation, ignore)}",
             details={"polls_observed": timeout.polls, "hashes": agreement.hashes,
@@ -146,8 +147,8 @@ def _refuse_partial(observation, wait: AgreementWait) -> None:
     fields = result_fields(agreement, observation, 1, agreed=False)
     fields["waiting_helps"] = False
     raise DisagreementError(
-        f"Not every apiserver was observed: {reason} Give every apiserver's own URL in endpoints (never the load "
-        "balancer's), then run again.",
+        f"not every apiserver was observed ({observation.not_observed_summary()}): give every apiserver's own URL in "
+        f"endpoints, never the load balancer's, then run again\nNot every apiserver was observed: {reason}",
         details={"polls_observed": 1, "waiting_helps": False, "not_observed": True}, result=fields)
 
 
@@ -182,25 +183,43 @@ def _unreachable_step(agreement, observation) -> str:
     return text[:1].upper() + text[1:]
 
 
-def next_step(agreement, observation, ignore) -> str:
-    """The step that clears what was seen: a failed discovery is not an upgrade to finish."""
+def _steps(agreement, observation, ignore) -> List[Tuple[str, str]]:
+    """(in a few words, in full) for each step that clears what was seen: a failed discovery is not an upgrade to finish."""
     steps = []
     failed = observation.failed_group_versions(ignore)
     if failed:
         shown = ", ".join(sorted(failed))
-        steps.append(f"Make the discovery of {shown} answer on every apiserver (kubectl get --raw /apis/<group/version>), "
-                     f"or, if it stores nothing in this etcd (an APIService without a backend), accept it by name "
-                     f"(accept: {{\"{sorted(failed)[0]}\": \"<reason>\"}}; kubeupgrade_accept in the playbooks)")
+        steps.append((f"make {sorted(failed)[0]} discoverable on every apiserver or accept it by name",
+                      f"Make the discovery of {shown} answer on every apiserver (kubectl get --raw /apis/<group/version>), "
+                      f"or, if it stores nothing in this etcd (an APIService without a backend), accept it by name "
+                      f"(accept: {{\"{sorted(failed)[0]}\": \"<reason>\"}}; kubeupgrade_accept in the playbooks)"))
     if agreement.unreachable:
-        steps.append(_unreachable_step(agreement, observation))
+        steps.append(("make every apiserver answer (the fix for each is below)", _unreachable_step(agreement, observation)))
     if agreement.disagreeing or agreement.missing:
         releases = observation.releases()
-        steps.append("Finish or roll back the upgrade of the disagreeing apiservers" if len(releases) > 1 else
-                     f"The apiservers all run {releases[0] if releases else 'one release'} yet disagree: give them the same "
-                     "--runtime-config, --feature-gates and --storage-media-type")
+        steps.append(("finish or roll back the disagreeing apiservers' upgrade",
+                      "Finish or roll back the upgrade of the disagreeing apiservers") if len(releases) > 1 else
+                     ("give the apiservers the same flags",
+                      f"The apiservers all run {releases[0] if releases else 'one release'} yet disagree: give them the same "
+                      "--runtime-config, --feature-gates and --storage-media-type"))
     elif agreement.unready:
-        steps.append("Wait until every apiserver is ready (its /readyz lists the failing checks)")
-    return "; ".join(steps) + ", then run again." if steps else "Run again."
+        steps.append(("wait until every apiserver is ready", "Wait until every apiserver is ready (its /readyz lists the failing checks)"))
+    return steps
+
+
+def next_step(agreement, observation, ignore) -> str:
+    """The steps in full."""
+    steps = _steps(agreement, observation, ignore)
+    return "; ".join(full for _short, full in steps) + ", then run again." if steps else "Run again."
+
+
+def _first_line(agreement, observation, ignore, timeout: float) -> str:
+    """What failed and what to do, in a few words: the first line of the failure (the detail follows it)."""
+    names = disagreeing_names(agreement)
+    subject = (f" on {names[0]}" + (f" and {len(names) - 1} more" if len(names) > 1 else "")) if names else ""
+    steps = _steps(agreement, observation, ignore)
+    return (f"{headline(agreement)} within {timeout:g}s{subject}: "
+            + ("; ".join(short for short, _full in steps) + ", then run again" if steps else "run again"))
 
 
 def _refuse_unknown_names(observation, resources, profiles=None) -> None:

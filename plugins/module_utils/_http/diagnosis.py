@@ -33,6 +33,18 @@ _STEPS = {
 }
 
 
+# The same fixes in a few words, for a failure's first line (the full step follows on the next lines).
+_SHORT = {
+    CREDENTIALS: "fix the credentials (rejected: HTTP 401)",
+    ANONYMOUS: "fix the credentials (none seen: HTTP 403 to system:anonymous)",
+    FORBIDDEN: "grant the user discovery (HTTP 403; rbac/observe.yaml)",
+    TLS: "fix TLS (the CA that signed its serving certificate)",
+    NOT_JSON: "point the URL at the apiserver itself",
+    NO_ANSWER: "make it reachable, or remove it from the endpoints",
+}
+_ORDER = [CREDENTIALS, ANONYMOUS, FORBIDDEN, TLS, NOT_JSON, NO_ANSWER]
+
+
 def of_status(status: Optional[int], message: str = "") -> Optional[str]:
     """The problem an HTTP error status says (None when it is not about access)."""
     if status == 401:
@@ -49,11 +61,21 @@ def step(problem: Optional[str], where: str) -> str:
 
 def steps(problems: Dict[str, Optional[str]]) -> str:
     """One fix per problem, naming the apiservers that have it (``problems``: URL -> problem), in a stable order."""
+    grouped = _grouped(problems)
+    return "; ".join(step(kind, ", ".join(grouped[kind])) for kind in _ORDER if kind in grouped)
+
+
+def first_step(problems: Dict[str, Optional[str]]) -> str:
+    """The fix of the first problem in ``steps``' order, in a few words (for a first line)."""
+    grouped = _grouped(problems)
+    return next((_SHORT[kind] for kind in _ORDER if kind in grouped), _SHORT[NO_ANSWER])
+
+
+def _grouped(problems: Dict[str, Optional[str]]) -> Dict[str, list]:
     grouped: Dict[str, list] = {}
     for url, problem in problems.items():
         grouped.setdefault(problem if problem in _STEPS else NO_ANSWER, []).append(url)
-    order = [CREDENTIALS, ANONYMOUS, FORBIDDEN, TLS, NOT_JSON, NO_ANSWER]
-    return "; ".join(step(kind, ", ".join(grouped[kind])) for kind in order if kind in grouped)
+    return grouped
 
 
 # What an apiserver says when the etcd behind it did not answer in time: its storage layer's own timeout (etcd's

@@ -18,6 +18,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils import emulati
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import decisions, measured, offline, rehearsed, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
@@ -255,7 +256,7 @@ def result_of(judgement, observation, title: Optional[str] = None, resources=Non
     blocking = judgement.blocking
     text = report.render_text(judgement)
     if blocking:
-        text = f"pre-flight blocks: {len(blocking)} verdict(s) not established safe (accept them by name only with a reason)\n" + text
+        text = headline(blocking, judgement) + "\n" + text  # the cause and the step first, where a failed task shows msg
     return {
         "changed": False,
         "resources": [r.to_dict() for r in ordered],
@@ -272,6 +273,7 @@ def result_of(judgement, observation, title: Optional[str] = None, resources=Non
         "agreed": bool(live.endpoints) and not judgement.offline and bool(observation_agreement(live, resources).agreed),
         "releases": live.releases(),
         "unreachable_endpoints": [ep.endpoint for ep in live.endpoints if not ep.reachable],
+        "unreachable_msg": unreachable_msg(live.endpoints),
         # Where the apiservers stand apart (expected mid-upgrade), decided as the agreement gate decides it.
         "disagreeing": [{"resource": name, "storage_versions": row["storage_versions"]}
                         for name, row in resource_table(live).items() if not row["agreed"]],
@@ -282,15 +284,35 @@ def result_of(judgement, observation, title: Optional[str] = None, resources=Non
     }
 
 
+def unreachable_msg(endpoints) -> str:
+    """Why apiservers could not be observed and each fix, the cause and the first fix on the first line; "" when
+    every one was."""
+    failed = [ep for ep in endpoints if not ep.reachable]
+    if not failed:
+        return ""
+    problems = {ep.endpoint: ep.problem or diagnosis.of_status(ep.status, ep.error or "") for ep in failed}
+    more = f" and {len(failed) - 1} more" if len(failed) > 1 else ""
+    fixes = diagnosis.steps(problems)
+    return (f"cannot observe {failed[0].endpoint}{more}: {diagnosis.first_step(problems)}, then run again\n"
+            f"A pre-flight is only meaningful when every apiserver answers. {fixes[:1].upper() + fixes[1:]}.\n"
+            + "\n".join(f"{ep.endpoint}: {ep.error or 'no answer'}" for ep in failed))
+
+
+HEADLINE_NAMES = 64  # characters of names in the headline: with ansible-core's prefix, the error line stays under 200
+
+
 def headline(blocking, judgement) -> str:
-    """The cause first, on one line: what blocks (the first few by name) and what to do; the table follows."""
-    offline_ = (" Judged offline from the etcd audit: live agreement, served versions and what the apiservers write "
-                "now were not read (see notes).") if getattr(judgement, "offline", False) else ""
+    """The cause first, on one short line: what blocks (the worst by name, and how many more) and what to do; the
+    table follows (and the notes, such as a judgement offline)."""
+    offline_ = "; judged offline from the etcd audit (see notes)" if getattr(judgement, "offline", False) else ""
     if not blocking:
-        return (f"pre-flight passes: {judgement.worst}, nothing blocks ({len(judgement.resources)} resource(s) judged)."
-                + offline_)
+        return f"pre-flight passes: {judgement.worst}, nothing blocks ({len(judgement.resources)} resource(s) judged){offline_}."
     worst_first = sorted(blocking, key=lambda b: -VERDICT_ORDER.index(b["verdict"]) if b["verdict"] in VERDICT_ORDER else 0)
-    shown = ", ".join(f"{b['subject']} ({b['verdict']})" for b in worst_first[:5])
-    more = f" and {len(blocking) - 5} more" if len(blocking) > 5 else ""
-    return (f"pre-flight blocks on {len(blocking)} verdict(s) not established safe: {shown}{more}. Each one's reason and "
-            "next step are in the table and the report; accept one by name only with a reason." + offline_)
+    names = [f"{b['subject']} ({b['verdict']})" for b in worst_first]
+    shown = names[:1]
+    for name in names[1:5]:  # the worst by name while the line stays short
+        if len(", ".join(shown + [name])) > HEADLINE_NAMES:
+            break
+        shown.append(name)
+    more = f" and {len(names) - len(shown)} more" if len(names) > len(shown) else ""
+    return f"pre-flight blocks on {', '.join(shown)}{more}: take each next step in the report, or accept by name."

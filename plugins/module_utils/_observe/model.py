@@ -274,6 +274,14 @@ class Observation:
             groups.setdefault(key, []).append(ep.endpoint)
         return [urls for urls in groups.values() if len(urls) > 1]
 
+    def not_observed_summary(self, now: Optional[datetime] = None) -> str:
+        """``not_observed_message`` in a few words, for a first line."""
+        shared = self.answered_by_one()
+        if shared:
+            return f"{len(shared[0])} URLs reached one apiserver" + (f", and {len(shared) - 1} more such group(s)" if len(shared) > 1 else "")
+        gap = self.identity_gap(now)
+        return f"the cluster lists {len(gap[0])} apiservers, {len(gap[1])} observed" if gap else ""
+
     def not_observed_message(self, now: Optional[datetime] = None) -> str:
         """Why this observation does not cover every apiserver the cluster lists (``answered_by_one``,
         ``identity_gap``), else ``""``."""

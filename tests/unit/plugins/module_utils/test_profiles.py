@@ -189,5 +189,5 @@ def test_schema_accepts_the_documented_example():
 
 
 def test_profile_set_without_releases():
-    with pytest.raises(errors.ProfileError, match="known releases: none"):
+    with pytest.raises(errors.ProfileError, match="Known releases: none"):
         ProfileSet({}).get("1.30")
