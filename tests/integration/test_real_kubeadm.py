@@ -171,6 +171,9 @@ def _upgrade_yml_at_its_defaults_rolls_the_node_and_every_object_reads_back(node
     assert "rehearsal passes" in result.stdout and "Not rehearsed" not in result.stdout, explain(result)
     gate = report(tmp_path, f"gate-{TARGET_RELEASE}")
     assert not any("Not rehearsed" in note for note in gate["notes"]), gate["notes"]
+    rehearsed = [note for note in gate["notes"] if note.startswith("Rehearsed: rehearsal passes")]
+    assert rehearsed and f"kube-apiserver:v{TO_VERSION}" in rehearsed[0] and "registry.k8s.io/etcd:" in rehearsed[0], gate["notes"]
+    assert "the manifest /etc/kubernetes/manifests/kube-apiserver.yaml" in rehearsed[0], rehearsed
     # the images were mounted read-only and nothing of them is left: no mount, no directory, no snapshot
     assert not [point for point in mount_points() if "-image-" in point and "kubeupgrade-" in point]
     assert not list(Path(tempfile.gettempdir()).glob("kubeupgrade-*-image-*"))

@@ -53,7 +53,12 @@ def measured(rehearsal):
 
 
 def notes(rehearsal) -> List[str]:
-    """What the report says of a rehearsal that did not run: the target binary's reading is missing, and why."""
+    """What the report says of the rehearsal: what the target binary read and where it came from, or that it did not
+    run and why (the target binary's reading is then missing)."""
+    if measured(rehearsal) is not None and rehearsal.get("headline"):
+        images = ", ".join(entry.get("image", "") for entry in rehearsal.get("images") or [])
+        return [f"Rehearsed: {rehearsal['headline']}" + (f" (from the image{'s' if ',' in images else ''} {images})" if images else "")
+                + (f"; the cluster's flags from {rehearsal['flags_from']}" if rehearsal.get("flags_from") else "")]
     if not skipped(rehearsal):
         return []
     return [f"Not rehearsed (judged from release data, which cannot know this cluster's flags): {rehearsal.get('not_rehearsed')}"]
