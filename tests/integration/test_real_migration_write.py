@@ -21,7 +21,7 @@ import json
 
 import pytest
 from ansible.module_utils.testing import patch_module_args  # ansible-core 2.19+, the oldest supported
-from real_binaries import GADGETS_CRD, TODAY_ETCD, TODAY_TO, create, wait_for
+from real_binaries import GADGETS_CRD, TODAY_ETCD, TODAY_FROM, TODAY_TO, create, wait_for
 from realcp.plane import NOBODY_TOKEN, locked_state
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
@@ -104,10 +104,10 @@ def _seed_secrets_as_tools_write_them(plane):
     assert status in (200, 202), answer
 
 
-@pytest.mark.parametrize("release", ["1.32", TODAY_TO])
+@pytest.mark.parametrize("release", ["1.32", TODAY_FROM, TODAY_TO])
 def test_the_default_write_rewrites_every_object_in_the_current_storage_version_and_changes_no_content(
         real_plane_factory, capsys, release):
-    plane = real_plane_factory([release], etcd_version=TODAY_ETCD if release == TODAY_TO else None)
+    plane = real_plane_factory([release], etcd_version=TODAY_ETCD if release in (TODAY_FROM, TODAY_TO) else None)
     create(plane, "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
     for i in range(30):
         create(plane, f"/api/v1/namespaces/{NAMESPACE}/configmaps",
