@@ -10,7 +10,7 @@ from typing import Callable, Dict, Optional, Set, Tuple
 from urllib.parse import urlsplit
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys, model
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader, EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles

@@ -15,7 +15,7 @@ from typing import Dict, Optional, Union
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader, EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past

@@ -12,7 +12,7 @@ import tempfile
 from typing import NamedTuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdReader, EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._snapshot import model

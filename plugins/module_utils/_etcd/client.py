@@ -1,5 +1,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Paged, read-only range reads of etcd's v3 API under a prefix: the audit's only I/O.
+"""The etcd client: paged, read-only range reads of etcd's v3 API under a prefix, and a member's status and snapshot.
+The audit, the rehearsal and the snapshot read etcd through here.
 
 Two transports, one scan. By default the pages are read from etcd's gRPC API (``etcdserverpb.KV/Range``, what
 ``etcdctl`` uses) through ``grpcio``, with the messages generated from etcd's ``rpc.proto`` and ``kv.proto`` (the subset
@@ -31,13 +32,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Tuple
 from urllib.parse import urlsplit
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.windows import _RangePage, _Windows
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.windows import _RangePage, _Windows
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 
 try:
     import grpc
 
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcdpb import rpc_pb2
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import rpc_pb2
 
     GRPC_IMPORT_ERROR = None
 except ImportError as error:  # pragma: no cover - the collection's requirements name grpcio and protobuf
