@@ -15,7 +15,8 @@ from etcd_fixture import free_port
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import windows
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 
 PAGE = 20  # small pages: the stores below are more than _Windows.FROM pages, so requests go to bounded windows
 

@@ -13,9 +13,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Union
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions, normalize_prefix
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
@@ -155,7 +154,7 @@ def _etcd_source(params: dict, manifest: Dict[str, str]) -> Optional[EtcdSetting
             given[option] = given.get(option) or manifest.get(flag)
     if not given.get("etcd_endpoints"):
         return None
-    return audit_runner.etcd_settings(given)
+    return EtcdSettings.from_params(given)
 
 
 def _restore_tool(params: dict, etcd_binary: str, version: EtcdVersion) -> str:
@@ -179,7 +178,7 @@ def plan(params: dict) -> Plan:
     etcd_version = scratch.etcd_version(etcd_binary)
     manifest = _manifest_flags(params)
     flags = storage_flags(params, manifest)
-    prefix = keys_mod.normalize_prefix(flags.get("etcd-prefix") or "/registry")
+    prefix = normalize_prefix(flags.get("etcd-prefix") or "/registry")
     names_limit = 20 if params.get("names_limit") is None else params["names_limit"]
     if names_limit < -1:
         raise ConfigurationError("names_limit must be -1 (every name), 0 (none) or a positive number")
@@ -205,7 +204,7 @@ def plan(params: dict) -> Plan:
         raise ConfigurationError("Nothing to copy: give snapshot (an `etcdctl snapshot save` file) or etcd_endpoints (with "
                                  "etcd_ca_cert, etcd_client_cert and etcd_client_key on kubeadm), or run on a control-plane "
                                  f"host whose {model.MANIFEST} names them")
-    result.scan = audit_runner.scan_options(dict(params, etcd_prefix=prefix))
+    result.scan = ScanOptions.from_params(dict(params, etcd_prefix=prefix))
     return result
 
 

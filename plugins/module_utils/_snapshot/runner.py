@@ -11,8 +11,8 @@ import shutil
 import tempfile
 from typing import NamedTuple
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._snapshot import model
@@ -256,7 +256,7 @@ def _run(kum) -> dict:
             result["stale_removed"] = removed
     if not params.get("etcd_endpoints") and os.path.isfile(dest) and not params.get("overwrite"):
         return _verify_only(dest, tools, work_dir, prefix, result)
-    settings = audit_runner.etcd_settings(params)
+    settings = EtcdSettings.from_params(params)
     if not kum.check_mode and (params.get("overwrite") or not os.path.exists(dest)):
         writable_directory(dest)  # a snapshot will be taken: said before etcd is read
     live = _live(settings, prefix)

@@ -11,6 +11,7 @@ import pytest
 import urllib3
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._snapshot import runner
 
 ENDPOINT = "https://10.0.0.11:2379"
@@ -44,7 +45,7 @@ class _Pool:
 
 
 def _reader(monkeypatch, answer):
-    settings = etcd_client.EtcdSettings(endpoints=[ENDPOINT], ca_cert="/ca.crt", client_cert="/c.crt", client_key="/c.key")
+    settings = EtcdSettings(endpoints=[ENDPOINT], ca_cert="/ca.crt", client_cert="/c.crt", client_key="/c.key")
     reader = etcd_client.EtcdReader(settings)
     monkeypatch.setattr(reader, "status", lambda: reader.__dict__.update(endpoint=ENDPOINT) or {"header": {"revision": "9"}})
     reader._gateway = _Pool(answer)

@@ -13,6 +13,7 @@ import pytest
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import kv_pb2, rpc_pb2
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 
 REPO = Path(__file__).resolve().parents[5]
 
@@ -69,7 +70,7 @@ def test_the_committed_files_are_a_fresh_generation(tmp_path):
 
 def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(monkeypatch):
     monkeypatch.setattr(etcd_client, "GRPC_IMPORT_ERROR", ImportError("No module named 'grpc'"))
-    reader = etcd_client.EtcdReader(etcd_client.EtcdSettings(endpoints=["http://127.0.0.1:2379"]))
+    reader = etcd_client.EtcdReader(EtcdSettings(endpoints=["http://127.0.0.1:2379"]))
     with pytest.raises(etcd_client.ConfigurationError) as raised:
-        list(reader.scan(etcd_client.ScanOptions()))
+        list(reader.scan(ScanOptions()))
     assert "grpcio and protobuf are required" in str(raised.value) and "pip install grpcio protobuf" in str(raised.value)

@@ -11,7 +11,8 @@ import pytest
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import windows as range_windows
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import ScanOptions, prefix_range_end
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import prefix_range_end
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import ScanOptions
 
 
 @pytest.mark.parametrize("revision, keys_only, tail", [
