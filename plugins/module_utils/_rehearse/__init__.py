@@ -1,6 +1,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Rehearse: start the target kube-apiserver binary on a private copy of etcd and read every object through it.
 
-``model.py`` is pure (flags, verdicts, reports); ``scratch.py`` owns the throwaway processes and files;
-``reader.py`` reads through the rehearsed apiserver; ``runner.py`` is what ``storage_rehearsal`` calls.
+``model.py`` is pure (flags, verdicts, reports); ``apiserver.py`` starts the target apiserver on the copy, which
+lives in a scratch etcd of the etcd layer (``_etcd/scratch.py``); ``reader.py`` reads through the rehearsed apiserver;
+``runner.py`` is what ``storage_rehearsal`` calls.
 """

@@ -13,17 +13,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Union
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions, normalize_prefix
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.versions import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crd_objects
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import migrate_copy, model, reader, scratch
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import migrate_copy, model, reader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.apiserver import TargetApiserver
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.model import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
@@ -273,7 +275,7 @@ def _copy(plan_: Plan, etcd: scratch.ScratchEtcd) -> dict:
             "copied_keys": keys}
 
 
-def _client(apiserver: scratch.TargetApiserver) -> ApiClient:
+def _client(apiserver: TargetApiserver) -> ApiClient:
     return ApiClient(ConnectionSettings(host=apiserver.url, ca_cert=apiserver.ca_cert,
                                         headers={"Authorization": f"Bearer {apiserver.token}"}, timeout=60.0))
 
@@ -282,7 +284,7 @@ READY_POLL = 0.25  # seconds between two /readyz requests while the apiserver st
 EXITED, READY, STARTING = "exited", "ready", "starting"
 
 
-def _wait_ready(apiserver: scratch.TargetApiserver, timeout: Union[float, Deadline], clock=time.monotonic,
+def _wait_ready(apiserver: TargetApiserver, timeout: Union[float, Deadline], clock=time.monotonic,
                 sleep=time.sleep) -> bool:
     """Whether /readyz answered 200 before the apiserver exited or the time ran out (an exit ends the wait at once;
     the caller names the log's error lines)."""
@@ -338,7 +340,7 @@ def _rehearse_plan(workspace, etcd, stored, plan_: Plan) -> dict:
     """Migrate the copy through the current binary (the migration the upgrade would run), then stop it."""
     current = plan_.current
     started = time.monotonic()
-    apiserver = scratch.TargetApiserver(workspace, current["binary"], etcd.url, current["flags"], role="current")
+    apiserver = TargetApiserver(workspace, current["binary"], etcd.url, current["flags"], role="current")
     apiserver.start()
     if not _wait_ready(apiserver, plan_.start_timeout):
         lines = "; ".join(model.problem_lines(apiserver.log_text())[-3:])
@@ -380,7 +382,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
             raise RehearsalError(f"the copy has no key under {plan_.prefix}: nothing to rehearse on; check etcd_prefix "
                                  "(the apiserver's --etcd-prefix) and the source", details={"source": source})
         planned = _rehearse_plan(workspace, etcd, stored, plan_) if plan_.current else None
-        apiserver = scratch.TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
+        apiserver = TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
         apiserver.start()
         started = _wait_ready(apiserver, plan_.start_timeout)
         if not started and apiserver.lost_its_port():
@@ -396,6 +398,8 @@ def rehearse(plan_: Plan, warn=None) -> dict:
         reads = _read(apiserver, etcd, stored, plan_, started)
         ignored = model.ignored_gates(apiserver.log_text())
         done = time.monotonic()
+    except scratch.ScratchError as error:  # the scratch etcd's own failures, said as the rehearsal's
+        raise RehearsalError(str(error), details=error.details) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
         workspace.close()
