@@ -26,4 +26,8 @@ Helpers for other capabilities (they take the module's result, ``audit``, as pla
   hash, names), ``hashes``, ``unreadable``/``unreadable_names``, and when judged ``not_readable`` and
   ``not_readable_names`` (for the audit's own ``target_release``). The top level has ``crds``,
   ``crds_unread``, ``target_release`` and ``names_limit``.
+
+Layer: a capability over the etcd layer (its one scan) and ``_observe`` (CRD parsing); the snapshot, the records, the
+judge, the migration and the rehearsal may import it, it imports none of them. The order is
+tests/unit/test_package_layers.py.
 """
