@@ -21,6 +21,7 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
+
 @dataclass
 class AuditRequest:
     settings: EtcdSettings

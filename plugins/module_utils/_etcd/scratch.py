@@ -116,7 +116,7 @@ def free_port() -> int:
             return probe.getsockname()[1]
     except OSError as error:
         raise ScratchError(f"no free port on 127.0.0.1 for the rehearsal's scratch etcd and apiserver ({error.strerror or error}); "
-                             "free some (the local port range is net.ipv4.ip_local_port_range) and rehearse again") from None
+                           "free some (the local port range is net.ipv4.ip_local_port_range) and rehearse again") from None
 
 
 PORT_TAKEN = "address already in use"  # what etcd and the apiserver log when another process took the port meanwhile
@@ -284,7 +284,7 @@ class ScratchEtcd:
         code, _out, error = run_tool(argv, env=dict(os.environ, ETCDCTL_API="3"))
         if code != 0:
             raise ScratchError(f"snapshot: {snapshot} could not be restored with {tool} ({error or 'no message'}): "
-                                 "is it an `etcdctl snapshot save` file, whole and uncorrupted? Take a new one and rehearse again")
+                               "is it an `etcdctl snapshot save` file, whole and uncorrupted? Take a new one and rehearse again")
         self.restored = True
 
     def start(self, timeout: float = 60.0) -> None:
