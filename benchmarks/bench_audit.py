@@ -64,7 +64,8 @@ def _peak_kib(pid="self"):
 
 def _child(url, prefix, page_size, transport):
     """The module's runner alone: what one audit costs, without Ansible."""
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io, runner
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
 
     request = runner.build_request({"etcd_endpoints": [url], "etcd_prefix": prefix, "pages_per_second": 0,
                                     "page_size": int(page_size), "readable_versions": {"configmaps": ["v1"]}})
@@ -72,7 +73,7 @@ def _child(url, prefix, page_size, transport):
     readers = []
 
     def reader(settings):
-        readers.append(etcd_io.EtcdReader(settings))
+        readers.append(etcd_client.EtcdReader(settings))
         return readers[-1]
 
     started = time.perf_counter()

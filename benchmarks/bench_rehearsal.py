@@ -347,8 +347,9 @@ class Hooks:
         setattr(owner, attribute, timed)
 
     def install(self):
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
         from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import client as client_mod
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import reader, runner, scratch
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import apiserver, reader, runner
 
         self.wrap(runner, "binary_version", "plan: target --version")
         self.wrap(runner, "_live_size", "live etcd status (db size)")
@@ -356,7 +357,7 @@ class Hooks:
         self.wrap(scratch.ScratchEtcd, "restore", "copy: snapshot restore")
         self.wrap(scratch.ScratchEtcd, "start", "copy: scratch etcd start")
         self.wrap(reader, "stored_keys", "start: keys-only scan of the copy")
-        self.wrap(scratch, "service_account_key", "start: service-account key")
+        self.wrap(apiserver, "service_account_key", "start: service-account key")
         self.wrap(runner, "_wait_ready", "start: apiserver until /readyz")
         self.wrap(reader, "wait_for_custom_resources", "read: discovery")
         self.wrap(reader, "read_all", "read: LIST every resource")

@@ -1,19 +1,19 @@
 #!/usr/bin/env bash
-# Regenerate plugins/module_utils/_audit/etcdpb/{kv,rpc}_pb2.py from proto/*.proto (a subset of etcd's
+# Regenerate plugins/module_utils/_etcd/etcdpb/{kv,rpc}_pb2.py from proto/*.proto (a subset of etcd's
 # api/mvccpb/kv.proto and api/etcdserverpb/rpc.proto, etcd-io/etcd).
 #
 # grpcio-tools 1.62.3 (protoc 25, protobuf 4.25 code): its generated code runs on protobuf 4.21 to 7.x, so on
 # the Python 3.9 hosts the modules support; newer grpcio-tools write code that refuses an older protobuf runtime.
 # grpcio-tools 1.62.3 installs on Python 3.8 to 3.12. The proto files are staged under their collection path so
-# that rpc_pb2 imports kv_pb2 as ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcdpb.kv_pb2.
+# that rpc_pb2 imports kv_pb2 as ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb.kv_pb2.
 #
 #   GRPC_TOOLS_PYTHON=python3.11 scripts/generate_etcd_protos.sh   # makes a throwaway virtualenv with grpcio-tools
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TOOLS_VERSION=1.62.3
 PY="${GRPC_TOOLS_PYTHON:-python3.11}"
-OUT=plugins/module_utils/_audit/etcdpb
-PACKAGE=ansible_collections/kubeupgrade/storage/plugins/module_utils/_audit/etcdpb
+OUT=plugins/module_utils/_etcd/etcdpb
+PACKAGE=ansible_collections/kubeupgrade/storage/plugins/module_utils/_etcd/etcdpb
 HEADER="# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)"
 
 work=$(mktemp -d)

@@ -18,6 +18,7 @@ from urllib.parse import unquote
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.validation import check_type_float, check_type_int
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import (
     HAS_KUBERNETES,
@@ -26,7 +27,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings
     remove_stale_private_dirs,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import Observer
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import (
     check_no_credentials,
     check_number,
@@ -117,7 +117,7 @@ def _numbers_as_given(spec: dict) -> dict:
 
 def remove_leftovers() -> None:
     """What killed runs left in the system's temporary directory, removed at the start of every module: private key
-    directories (``_http/settings.py``) and scratch etcd copies (``_rehearse/scratch.py``) whose run is gone. A SIGKILL
+    directories (``_http/settings.py``) and scratch etcd copies (``_etcd/scratch.py``) whose run is gone. A SIGKILL
     skips every cleanup of the run itself. A copy in another ``work_dir`` is removed by the next run using it."""
     try:
         remove_stale_private_dirs()

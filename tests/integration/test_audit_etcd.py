@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "unit" / "plugins" 
 from audit_values import aescbc, aesgcm, encryption_config, json_value, protobuf_value, secretbox
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
 
 LISTING = Path(__file__).resolve().parents[1] / "fixtures" / "real-etcd-keys" / "keys-1.32.6.tsv"

@@ -13,8 +13,10 @@ import grpc
 import pytest
 from etcd_fixture import free_port
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io, windows
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import windows
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 
 PAGE = 20  # small pages: the stores below are more than _Windows.FROM pages, so requests go to bounded windows
 
@@ -116,7 +118,7 @@ def test_without_http2_the_gateway_reads(etcd_tls, monkeypatch):
     def no_http2(channel, request):
         raise _NoHttp2()
 
-    monkeypatch.setattr(etcd_io._GrpcChannel, "range", no_http2)
+    monkeypatch.setattr(etcd_client._GrpcChannel, "range", no_http2)
     reader = EtcdReader(_settings(etcd_tls))
     assert list(reader.scan(ScanOptions(page_size=PAGE))) == expected and reader.transport == "gateway"
     with pytest.raises(EtcdError) as raised:
@@ -153,5 +155,5 @@ def test_a_proxy_in_the_environment_is_not_used(etcd_plain, monkeypatch):
 
 
 def test_an_unknown_transport_is_refused(etcd_plain):
-    with pytest.raises(etcd_io.ConfigurationError, match="transport must be one of auto, grpc, gateway"):
+    with pytest.raises(etcd_client.ConfigurationError, match="transport must be one of auto, grpc, gateway"):
         list(EtcdReader(_settings(etcd_plain)).scan(ScanOptions(transport="http3")))

@@ -38,8 +38,9 @@ from real_binaries import (
 from realcp.plane import binary, release_flags
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner, scratch
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.model import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 pytestmark = pytest.mark.slow

@@ -37,7 +37,7 @@ WAIT_LOOPS_ALLOWED = {
 # (file, function): comparisons with 404 that are not an apiserver's "missing".
 NOT_FOUND_ALLOWED = {
     # etcd's JSON gateway answering 404: not an etcd client URL (an etcd status, not an apiserver's).
-    ("plugins/module_utils/_audit/etcd_io.py", "_parse_response"),
+    ("plugins/module_utils/_etcd/client.py", "_parse_response"),
 }
 
 

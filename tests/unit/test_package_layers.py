@@ -1,39 +1,79 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The capability packages form layers: no package imports one that imports it back, and the API layer
-(``_http``) imports no capability at all. The table in docs/architecture.md draws the same picture."""
+"""The packages of module_utils in one order, lowest first: a package imports only packages below it, so no import goes
+upward and no chain of imports comes back (not only two packages importing each other). docs/architecture.md ("Layers")
+draws the same order; a new package, or an import that needs another place, changes both."""
 
 from __future__ import annotations
 
-import re
+import ast
 from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "plugins" / "module_utils"
-IMPORT = re.compile(r"^\s*from ansible_collections\.kubeupgrade\.storage\.plugins\.module_utils(?:\.(\w+))?[\w.]* import (.+)$")
+PREFIX = "ansible_collections.kubeupgrade.storage.plugins.module_utils"
+
+ORDER = (
+    # shared files that import nothing of the collection, then the option checks on errors
+    "errors", "_release_data", "hashing", "connection_args", "_validate",
+    # the I/O layers: the API layer, then the etcd layer (which waits with the API layer's one wait loop)
+    "_http", "_etcd",
+    # shared files over the API layer: names, RBAC rules, retries, release data and emulation
+    "resources", "rbac", "retries", "profiles", "emulation",
+    # the capabilities
+    "_agree", "_observe", "_hash", "_audit", "_snapshot", "_remember", "_judge", "_migrate", "_rehearse",
+    # the module shell
+    "module",
+)
 
 
-def package_imports() -> dict:
-    """package -> the packages (and shared files) its files import, from the source text (no import executed)."""
-    found = defaultdict(set)
-    for path in ROOT.rglob("*.py"):
-        parts = path.relative_to(ROOT).parts
-        package = parts[0] if len(parts) > 1 else path.stem
-        for line in path.read_text(encoding="utf-8").splitlines():
-            match = IMPORT.match(line)
-            if not match:
-                continue
-            targets = [match.group(1)] if match.group(1) else re.findall(r"(\w+)(?: as \w+)?", match.group(2))
-            found[package].update(t for t in targets if t and t != package)
+def _package(path: Path) -> str:
+    parts = path.relative_to(ROOT).parts
+    return parts[0] if len(parts) > 1 else path.stem
+
+
+def _targets(node) -> list:
+    """The packages (or shared files) of module_utils one import statement names, any form, at any depth."""
+    if isinstance(node, ast.Import):
+        modules = [alias.name for alias in node.names]
+    elif node.module == PREFIX:  # from ...module_utils import errors, hashing
+        modules = [f"{PREFIX}.{alias.name}" for alias in node.names]
+    else:
+        modules = [node.module or ""]
+    return [module[len(PREFIX) + 1:].split(".")[0] for module in modules if module.startswith(PREFIX + ".")]
+
+
+def import_sites() -> dict:
+    """(package, imported package) -> the places ("path:line") of every import between two packages, from the source
+    (no import executed; imports inside functions and ``try`` blocks count too)."""
+    found = defaultdict(list)
+    for path in sorted(ROOT.rglob("*.py")):
+        package = _package(path)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                for target in _targets(node):
+                    if target != package:
+                        found[(package, target)].append(f"{path.relative_to(ROOT.parents[1])}:{node.lineno}")
     return found
 
 
-def test_no_two_packages_import_each_other():
-    imports = package_imports()
-    cycles = sorted({tuple(sorted((a, b))) for a, deps in imports.items() for b in deps if a in imports.get(b, ())})
-    assert cycles == [], f"packages that import each other: {cycles}"
+def package_imports() -> dict:
+    """package -> the packages (and shared files) its files import."""
+    found = defaultdict(set)
+    for package, target in import_sites():
+        found[package].add(target)
+    return found
 
 
-def test_the_api_layer_imports_no_capability():
-    capabilities = {p.name for p in ROOT.iterdir() if p.is_dir() and p.name.startswith("_") and p.name != "__pycache__"}
-    assert capabilities - {"_http"}, capabilities
-    assert package_imports()["_http"] & (capabilities - {"_http"}) == set()
+def test_every_package_has_its_place_in_the_order():
+    packages = {_package(path) for path in ROOT.rglob("*.py")} - {"__init__"}
+    assert len(ORDER) == len(set(ORDER)), "a package is named twice in ORDER"
+    assert sorted(packages - set(ORDER)) == [], "packages without a place in ORDER (add each where its imports allow)"
+    assert sorted(set(ORDER) - packages) == [], "ORDER names packages that do not exist"
+
+
+def test_no_package_imports_one_above_it():
+    place = {package: index for index, package in enumerate(ORDER)}
+    upward = [f"{package} imports {target}, which is above it in ORDER ({', '.join(sites)})"
+              for (package, target), sites in sorted(import_sites().items())
+              if package in place and target in place and place[target] > place[package]]
+    assert upward == [], "imports that go upward:\n" + "\n".join(upward)

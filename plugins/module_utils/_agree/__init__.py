@@ -3,4 +3,7 @@
 
 ``agreement`` compares one observation (pure); ``wait`` polls until enough consecutive observations
 agree.
+
+Layer: the lowest capability, over the API layer and the shared files (``profiles``, ``resources``); it imports no
+other capability. The order is tests/unit/test_package_layers.py.
 """

@@ -3,10 +3,8 @@
 
 Files: ``envelope.py`` (pure: decode one value, decrypt aescbc/aesgcm/secretbox locally),
 ``keys.py`` (pure: the apiserver's key layout), ``model.py`` (pure: per-resource results folded in
-one pass), ``windows.py`` (pure: where each range request starts and ends), ``etcd_io.py`` (paged,
-read-only range reads of etcd's v3 API through grpcio, the JSON gateway where gRPC cannot be spoken),
-``etcdpb/`` (etcd's messages, generated from ``proto/`` by ``scripts/generate_etcd_protos.sh``),
-``runner.py`` (what the ``storage_version_audit`` module calls).
+one pass), ``runner.py`` (what the ``storage_version_audit`` module calls; it scans through the etcd layer's
+client, ``_etcd/client.py``).
 
 Helpers for other capabilities (they take the module's result, ``audit``, as plain data):
 
@@ -28,4 +26,8 @@ Helpers for other capabilities (they take the module's result, ``audit``, as pla
   hash, names), ``hashes``, ``unreadable``/``unreadable_names``, and when judged ``not_readable`` and
   ``not_readable_names`` (for the audit's own ``target_release``). The top level has ``crds``,
   ``crds_unread``, ``target_release`` and ``names_limit``.
+
+Layer: a capability over the etcd layer (its one scan) and ``_observe`` (CRD parsing); the snapshot, the records, the
+judge, the migration and the rehearsal may import it, it imports none of them. The order is
+tests/unit/test_package_layers.py.
 """

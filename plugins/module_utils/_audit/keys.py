@@ -155,12 +155,6 @@ class KeyInfo(NamedTuple):
         return f"{self.resource}.{self.group}" if self.group else self.resource
 
 
-def normalize_prefix(prefix: str) -> str:
-    """``/registry`` and ``/registry/`` scan the same keys; never ``/registryfoo``."""
-    prefix = "/" + prefix.strip("/")
-    return prefix + "/" if prefix != "/" else prefix
-
-
 def _outside(why: str) -> KeyInfo:
     return KeyInfo(OUTSIDE, what=why)
 

@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import datetime
-import os
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Set, Tuple
-from urllib.parse import urlsplit
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys, model
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions, check_readable_file
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
@@ -22,8 +21,6 @@ try:
 except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
     HAS_YAML = False
 
-MAX_PAGE_SIZE = 10000
-
 
 @dataclass
 class AuditRequest:
@@ -32,54 +29,6 @@ class AuditRequest:
     options: model.AuditOptions
     encryption_keys: Optional[envelope.EncryptionKeys]
     target_release: Optional[str] = None  # the release the audit judged for (its profile's name), if any
-
-
-def _check_endpoints(endpoints) -> list:
-    if not endpoints:
-        raise ConfigurationError("etcd_endpoints is empty: give etcd's client URL, e.g. https://10.0.0.11:2379 (kubeadm)")
-    cleaned = []
-    for url in endpoints:
-        parts = urlsplit(str(url).strip())
-        if parts.scheme not in ("http", "https") or not parts.hostname or parts.path.strip("/"):
-            raise ConfigurationError(f"etcd_endpoints: {url!r} is not an etcd client URL like https://10.0.0.11:2379")
-        cleaned.append(f"{parts.scheme}://{parts.netloc}")
-    return cleaned
-
-
-def _check_file(option: str, path: Optional[str]) -> Optional[str]:
-    if path is None:
-        return None
-    if not os.path.isfile(path) or not os.access(path, os.R_OK):
-        raise ConfigurationError(f"{option}: {path} does not exist or is not a readable file")
-    return path
-
-
-def etcd_settings(params: dict) -> EtcdSettings:
-    """The etcd connection options checked (shared by the audit and the rehearsal)."""
-    endpoints = _check_endpoints(params.get("etcd_endpoints"))
-    settings = EtcdSettings(endpoints=endpoints, validate_certs=params.get("etcd_validate_certs", True),
-                            ca_cert=_check_file("etcd_ca_cert", params.get("etcd_ca_cert")),
-                            client_cert=_check_file("etcd_client_cert", params.get("etcd_client_cert")),
-                            client_key=_check_file("etcd_client_key", params.get("etcd_client_key")),
-                            timeout=float(30.0 if params.get("etcd_request_timeout") is None else params["etcd_request_timeout"]))
-    if bool(settings.client_cert) != bool(settings.client_key):
-        raise ConfigurationError("etcd_client_cert and etcd_client_key must be given together")
-    if settings.timeout <= 0:
-        raise ConfigurationError("etcd_request_timeout must be a positive number of seconds")
-    return settings
-
-
-def scan_options(params: dict) -> ScanOptions:
-    page_size = 1000 if params.get("page_size") is None else params["page_size"]
-    if not 1 <= page_size <= MAX_PAGE_SIZE:
-        raise ConfigurationError(f"page_size must be between 1 and {MAX_PAGE_SIZE}, got {page_size}")
-    rate = float(params.get("pages_per_second") or 0)
-    if rate < 0:
-        raise ConfigurationError("pages_per_second must be 0 (no throttle) or a positive number")
-    prefix = params.get("etcd_prefix") or "/registry"
-    if not prefix.strip("/"):
-        raise ConfigurationError("etcd_prefix must name the apiserver's prefix (kube-apiserver --etcd-prefix, default /registry), not /")
-    return ScanOptions(prefix=keys.normalize_prefix(prefix), page_size=page_size, pages_per_second=rate)
 
 
 def _readable(params: dict) -> Tuple[Optional[str], Optional[Dict[str, Set[str]]]]:
@@ -109,7 +58,7 @@ def _readable(params: dict) -> Tuple[Optional[str], Optional[Dict[str, Set[str]]
 
 
 def _encryption_keys(path: Optional[str]) -> Optional[envelope.EncryptionKeys]:
-    if not _check_file("encryption_config", path):
+    if not check_readable_file("encryption_config", path):
         return None
     if not HAS_YAML:
         raise ConfigurationError("the Python package PyYAML is required to read encryption_config")
@@ -132,7 +81,7 @@ def build_request(params: dict) -> AuditRequest:
     resources = params.get("resources") or None
     target, readable = _readable(params)
     options = model.AuditOptions(names_limit=names_limit, readable=readable, resources=set(resources) if resources else None)
-    return AuditRequest(etcd_settings(params), scan_options(params), options, _encryption_keys(params.get("encryption_config")),
+    return AuditRequest(EtcdSettings.from_params(params), ScanOptions.from_params(params), options, _encryption_keys(params.get("encryption_config")),
                         target_release=target)
 
 

@@ -1,6 +1,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """Rehearse: start the target kube-apiserver binary on a private copy of etcd and read every object through it.
 
-``model.py`` is pure (flags, verdicts, reports); ``scratch.py`` owns the throwaway processes and files;
-``reader.py`` reads through the rehearsed apiserver; ``runner.py`` is what ``storage_rehearsal`` calls.
+``model.py`` is pure (flags, verdicts, reports); ``apiserver.py`` starts the target apiserver on the copy, which
+lives in a scratch etcd of the etcd layer (``_etcd/scratch.py``); ``reader.py`` reads through the rehearsed apiserver;
+``runner.py`` is what ``storage_rehearsal`` calls.
+
+Layer: the top capability, over the etcd layer (the copy and its scratch etcd), ``_migrate`` (the plan on the copy),
+``_judge`` (verdicts), ``_audit`` (the key layout), ``_observe`` and the API layer; no package imports it. The order
+is tests/unit/test_package_layers.py.
 """

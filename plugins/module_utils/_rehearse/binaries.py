@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from typing import List, Optional, Tuple
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 try:

@@ -21,6 +21,12 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, Iterable, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, SAFE, UNKNOWN, UNSAFE, VERDICT_ORDER, worst_of
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
+
+
+class RehearsalError(KubeUpgradeError):
+    """The rehearsal could not be run: names the option or the tool at fault and what to do."""
+
 
 # The kube-apiserver flags that decide how stored data is read (copied from the cluster's apiserver); the compatibility
 # version flags (KEP-4330) decide which APIs a binary serves and which versions it stores in.

@@ -17,7 +17,8 @@ from typing import Callable, Dict, Iterator, List, Set, Tuple, Union
 from urllib.parse import quote
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import is_missing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until

@@ -13,18 +13,19 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, Optional, Tuple, Union
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions, normalize_prefix
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.versions import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crd_objects
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import binaries, migrate_copy, model, reader, scratch
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.scratch import RehearsalError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import binaries, migrate_copy, model, reader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.apiserver import TargetApiserver
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.model import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
@@ -157,7 +158,7 @@ def _etcd_source(params: dict, manifest: Dict[str, str]) -> Optional[EtcdSetting
             given[option] = given.get(option) or manifest.get(flag)
     if not given.get("etcd_endpoints"):
         return None
-    return audit_runner.etcd_settings(given)
+    return EtcdSettings.from_params(given)
 
 
 def _restore_tool(params: dict, etcd_binary: str, version: EtcdVersion) -> str:
@@ -246,7 +247,7 @@ def plan(params: dict, mounts: Optional[binaries.ImageMounts] = None) -> Plan:
     etcd_binary = _executable("etcd_binary", etcd_binary, "etcd binary (3.4 or later)")
     etcd_version = scratch.etcd_version(etcd_binary)
     flags = storage_flags(params, manifest)
-    prefix = keys_mod.normalize_prefix(flags.get("etcd-prefix") or "/registry")
+    prefix = normalize_prefix(flags.get("etcd-prefix") or "/registry")
     names_limit = 20 if params.get("names_limit") is None else params["names_limit"]
     timeout = 120.0 if params.get("start_timeout") is None else float(params["start_timeout"])
     fail_on = list(DEFAULT_FAIL_ON if params.get("fail_on") is None else params["fail_on"])
@@ -262,7 +263,7 @@ def plan(params: dict, mounts: Optional[binaries.ImageMounts] = None) -> Plan:
         result.restore_tool = _restore_tool(params, etcd_binary, etcd_version)
         return result
     result.etcd = etcd_source
-    result.scan = audit_runner.scan_options(dict(params, etcd_prefix=prefix))
+    result.scan = ScanOptions.from_params(dict(params, etcd_prefix=prefix))
     return result
 
 
@@ -331,7 +332,7 @@ def _copy(plan_: Plan, etcd: scratch.ScratchEtcd) -> dict:
             "copied_keys": keys}
 
 
-def _client(apiserver: scratch.TargetApiserver) -> ApiClient:
+def _client(apiserver: TargetApiserver) -> ApiClient:
     return ApiClient(ConnectionSettings(host=apiserver.url, ca_cert=apiserver.ca_cert,
                                         headers={"Authorization": f"Bearer {apiserver.token}"}, timeout=60.0))
 
@@ -340,7 +341,7 @@ READY_POLL = 0.25  # seconds between two /readyz requests while the apiserver st
 EXITED, READY, STARTING = "exited", "ready", "starting"
 
 
-def _wait_ready(apiserver: scratch.TargetApiserver, timeout: Union[float, Deadline], clock=time.monotonic,
+def _wait_ready(apiserver: TargetApiserver, timeout: Union[float, Deadline], clock=time.monotonic,
                 sleep=time.sleep) -> bool:
     """Whether /readyz answered 200 before the apiserver exited or the time ran out (an exit ends the wait at once;
     the caller names the log's error lines)."""
@@ -396,7 +397,7 @@ def _rehearse_plan(workspace, etcd, stored, plan_: Plan) -> dict:
     """Migrate the copy through the current binary (the migration the upgrade would run), then stop it."""
     current = plan_.current
     started = time.monotonic()
-    apiserver = scratch.TargetApiserver(workspace, current["binary"], etcd.url, current["flags"], role="current")
+    apiserver = TargetApiserver(workspace, current["binary"], etcd.url, current["flags"], role="current")
     apiserver.start()
     if not _wait_ready(apiserver, plan_.start_timeout):
         lines = "; ".join(model.problem_lines(apiserver.log_text())[-3:])
@@ -438,7 +439,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
             raise RehearsalError(f"the copy has no key under {plan_.prefix}: nothing to rehearse on; check etcd_prefix "
                                  "(the apiserver's --etcd-prefix) and the source", details={"source": source})
         planned = _rehearse_plan(workspace, etcd, stored, plan_) if plan_.current else None
-        apiserver = scratch.TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
+        apiserver = TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
         apiserver.start()
         started = _wait_ready(apiserver, plan_.start_timeout)
         if not started and apiserver.lost_its_port():
@@ -454,6 +455,8 @@ def rehearse(plan_: Plan, warn=None) -> dict:
         reads = _read(apiserver, etcd, stored, plan_, started)
         ignored = model.ignored_gates(apiserver.log_text())
         done = time.monotonic()
+    except scratch.ScratchError as error:  # the scratch etcd's own failures, said as the rehearsal's
+        raise RehearsalError(str(error), details=error.details) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
         workspace.close()

@@ -11,10 +11,10 @@ import shutil
 import tempfile
 from typing import NamedTuple
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdReader, EtcdSettings, ScanOptions
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.versions import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._snapshot import model
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 
@@ -118,18 +118,18 @@ def _read_uid(reader: EtcdReader, key: str) -> str:
 
 
 def prove_restorable(path: str, tools: Tools, work_dir: str, prefix: str) -> dict:
-    """Restore it into a scratch etcd on loopback (the rehearsal's) and read its revision, keys and the UID that
+    """Restore it into a scratch etcd on loopback and read its revision, keys and the UID that
     identifies its cluster; then remove it all."""
     try:
         workspace = scratch.Workspace(work_dir)
     except OSError as error:
         raise _work_dir_error(work_dir, path, error.strerror or str(error)) from None
     try:
-        etcd = scratch.ScratchEtcd(workspace, tools.etcd_binary, tools.etcd_version)
         try:
+            etcd = scratch.ScratchEtcd(workspace, tools.etcd_binary, tools.etcd_version)
             etcd.restore(tools.restore_tool, path)
             etcd.start()
-        except scratch.RehearsalError as error:
+        except scratch.ScratchError as error:
             if NO_SPACE in str(error).lower():
                 raise _work_dir_error(work_dir, path, str(error)) from None
             raise SnapshotError(str(error).replace("snapshot:", "", 1).strip(), details={"path": path}) from None
@@ -256,7 +256,7 @@ def _run(kum) -> dict:
             result["stale_removed"] = removed
     if not params.get("etcd_endpoints") and os.path.isfile(dest) and not params.get("overwrite"):
         return _verify_only(dest, tools, work_dir, prefix, result)
-    settings = audit_runner.etcd_settings(params)
+    settings = EtcdSettings.from_params(params)
     if not kum.check_mode and (params.get("overwrite") or not os.path.exists(dest)):
         writable_directory(dest)  # a snapshot will be taken: said before etcd is read
     live = _live(settings, prefix)

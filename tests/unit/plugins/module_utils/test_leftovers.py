@@ -9,8 +9,8 @@ import os
 import tempfile
 import time
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import settings
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
 
 GONE = 999999999  # above any pid_max: no process has it
 

@@ -128,7 +128,7 @@ def test_a_target_that_did_not_start_is_a_blocking_finding_and_another_release_i
 
 
 def test_no_free_port_on_loopback_is_one_clear_error(monkeypatch):
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
 
     class Exhausted:
         def __init__(self, *_args):
@@ -144,7 +144,7 @@ def test_no_free_port_on_loopback_is_one_clear_error(monkeypatch):
             raise OSError(99, "Cannot assign requested address")
 
     monkeypatch.setattr(scratch.socket, "socket", Exhausted)
-    with pytest.raises(scratch.RehearsalError, match="no free port on 127.0.0.1 .*Cannot assign requested address"):
+    with pytest.raises(scratch.ScratchError, match="no free port on 127.0.0.1 .*Cannot assign requested address"):
         scratch.free_port()
 
 

@@ -9,9 +9,9 @@ import os
 
 import pytest
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.versions import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner as rehearse_runner
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import scratch
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._snapshot import runner as snapshot_runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 

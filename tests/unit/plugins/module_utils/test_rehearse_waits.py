@@ -11,9 +11,10 @@ import pytest
 from kube_fakes import FakeApiClient, FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import reader, runner, scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import reader, runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.model import ResourceRead
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import EndpointUnreachable
 

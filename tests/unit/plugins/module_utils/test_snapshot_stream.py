@@ -10,7 +10,8 @@ import json
 import pytest
 import urllib3
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._snapshot import runner
 
 ENDPOINT = "https://10.0.0.11:2379"
@@ -44,8 +45,8 @@ class _Pool:
 
 
 def _reader(monkeypatch, answer):
-    settings = etcd_io.EtcdSettings(endpoints=[ENDPOINT], ca_cert="/ca.crt", client_cert="/c.crt", client_key="/c.key")
-    reader = etcd_io.EtcdReader(settings)
+    settings = EtcdSettings(endpoints=[ENDPOINT], ca_cert="/ca.crt", client_cert="/c.crt", client_key="/c.key")
+    reader = etcd_client.EtcdReader(settings)
     monkeypatch.setattr(reader, "status", lambda: reader.__dict__.update(endpoint=ENDPOINT) or {"header": {"revision": "9"}})
     reader._gateway = _Pool(answer)
     return reader
@@ -62,7 +63,7 @@ def _message(blob: bytes) -> bytes:
 ], ids=["at-start", "mid-stream", "raw-reset"])
 def test_a_stream_etcd_closed_is_said_as_such(monkeypatch, answer, size):
     written = []
-    with pytest.raises(etcd_io.EtcdError) as raised:
+    with pytest.raises(etcd_client.EtcdError) as raised:
         _reader(monkeypatch, answer).snapshot(written.append)
     message = str(raised.value)
     assert message.startswith(f"etcd at {ENDPOINT} closed the snapshot stream after {size} bytes"), message

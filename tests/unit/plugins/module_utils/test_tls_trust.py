@@ -16,7 +16,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import EtcdError, EtcdReader, EtcdSettings
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 

@@ -23,7 +23,7 @@ import yaml
 from ansible.module_utils.common.parameters import PASS_VARS
 from kube_module_args import BASE_ARGS
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner as audit_runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import MAX_PAGE_SIZE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import NUMBER_RANGES, check_number
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.connection_args import connection_argument_spec
@@ -298,8 +298,8 @@ class TestNumberOptions:
             with pytest.raises(ConfigurationError, match=f"'{option}' must"):
                 check_number(option, bounds.low - 0.001)
 
-    def test_the_audit_page_size_range_is_the_audits_own(self):
-        assert NUMBER_RANGES["page_size"].high == audit_runner.MAX_PAGE_SIZE
+    def test_the_page_size_range_is_the_etcd_scans_own(self):
+        assert NUMBER_RANGES["page_size"].high == MAX_PAGE_SIZE
 
     @pytest.mark.parametrize("name, option, case, value, needle", NUMBER_CASES,
                              ids=[f"{n}-{o}-{c}" for n, o, c, _v, _n in NUMBER_CASES])

@@ -100,12 +100,6 @@ def test_keys_outside_the_layout_are_reported_not_guessed(key, why):
     assert info.kind == keys.OUTSIDE and why in info.what
 
 
-@pytest.mark.parametrize("prefix, expected", [("/registry", "/registry/"), ("/registry/", "/registry/"),
-                                              ("registry", "/registry/"), ("/k3s/registry", "/k3s/registry/")])
-def test_normalize_prefix(prefix, expected):
-    assert keys.normalize_prefix(prefix) == expected
-
-
 def test_other_prefix():
     assert keys.classify_key("/kubernetes.io/pods/a/b", "/kubernetes.io/").resource_name == "pods"
 

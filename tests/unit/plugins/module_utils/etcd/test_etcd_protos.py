@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcdpb import kv_pb2, rpc_pb2
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import kv_pb2, rpc_pb2
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 
 REPO = Path(__file__).resolve().parents[5]
 
@@ -38,13 +39,13 @@ def test_field_numbers_are_etcds(message):
 def test_method_paths_are_etcds():
     services = {s.full_name: [m.name for m in s.methods] for s in rpc_pb2.DESCRIPTOR.services_by_name.values()}
     assert services == {"etcdserverpb.KV": ["Range"], "etcdserverpb.Maintenance": ["Status", "Snapshot"]}
-    assert etcd_io.RANGE_METHOD == "/etcdserverpb.KV/Range"
+    assert etcd_client.RANGE_METHOD == "/etcdserverpb.KV/Range"
 
 
 def test_a_range_answer_round_trips():
     answer = rpc_pb2.RangeResponse(header=rpc_pb2.ResponseHeader(revision=123456789), more=True, count=5,
                                    kvs=[kv_pb2.KeyValue(key=b"/registry/a", value=b"\x00\xff", mod_revision=7)])
-    page = etcd_io._page(rpc_pb2.RangeResponse.FromString(answer.SerializeToString()))
+    page = etcd_client._page(rpc_pb2.RangeResponse.FromString(answer.SerializeToString()))
     assert (page.revision, page.pairs, page.more, page.count) == (123456789, [(b"/registry/a", b"\x00\xff")], True, 5)
 
 
@@ -54,7 +55,7 @@ def test_the_committed_files_are_a_fresh_generation(tmp_path):
     if not python or subprocess.run([python, "-m", "pip", "--version"], capture_output=True, check=False).returncode:
         pytest.skip("scripts/generate_etcd_protos.sh needs a Python 3.8 to 3.12 with pip for grpcio-tools 1.62.3")
     copy = tmp_path / "repo"
-    for part in ("proto", "scripts/generate_etcd_protos.sh", "plugins/module_utils/_audit/etcdpb"):
+    for part in ("proto", "scripts/generate_etcd_protos.sh", "plugins/module_utils/_etcd/etcdpb"):
         (copy / part).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (REPO / part).is_dir() else shutil.copy)(REPO / part, copy / part)
     run = subprocess.run(["bash", str(copy / "scripts/generate_etcd_protos.sh")], env={"GRPC_TOOLS_PYTHON": python, "PATH": "/usr/bin:/bin"},
@@ -63,13 +64,13 @@ def test_the_committed_files_are_a_fresh_generation(tmp_path):
         pytest.skip(f"grpcio-tools 1.62.3 cannot be installed here: {run.stderr[-300:]}")
     assert run.returncode == 0, run.stderr
     for name in ("kv_pb2.py", "rpc_pb2.py"):
-        generated = (copy / "plugins/module_utils/_audit/etcdpb" / name).read_text(encoding="utf-8")
-        assert generated == (REPO / "plugins/module_utils/_audit/etcdpb" / name).read_text(encoding="utf-8"), name
+        generated = (copy / "plugins/module_utils/_etcd/etcdpb" / name).read_text(encoding="utf-8")
+        assert generated == (REPO / "plugins/module_utils/_etcd/etcdpb" / name).read_text(encoding="utf-8"), name
 
 
 def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(monkeypatch):
-    monkeypatch.setattr(etcd_io, "GRPC_IMPORT_ERROR", ImportError("No module named 'grpc'"))
-    reader = etcd_io.EtcdReader(etcd_io.EtcdSettings(endpoints=["http://127.0.0.1:2379"]))
-    with pytest.raises(etcd_io.ConfigurationError) as raised:
-        list(reader.scan(etcd_io.ScanOptions()))
+    monkeypatch.setattr(etcd_client, "GRPC_IMPORT_ERROR", ImportError("No module named 'grpc'"))
+    reader = etcd_client.EtcdReader(EtcdSettings(endpoints=["http://127.0.0.1:2379"]))
+    with pytest.raises(etcd_client.ConfigurationError) as raised:
+        list(reader.scan(ScanOptions()))
     assert "grpcio and protobuf are required" in str(raised.value) and "pip install grpcio protobuf" in str(raised.value)

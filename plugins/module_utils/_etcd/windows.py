@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Where each range request of the audit's scan starts and ends (``_Windows``), as pure functions: no socket, no clock.
+"""Where each range request of a scan starts and ends (``_Windows``), as pure functions: no socket, no clock.
 
-``etcd_io.py`` holds the connections and uses these, whichever transport reads the pages.
+``client.py`` holds the connections and uses these, whichever transport reads the pages.
 """
 
 from __future__ import annotations

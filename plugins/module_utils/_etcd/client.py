@@ -1,5 +1,6 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Paged, read-only range reads of etcd's v3 API under a prefix: the audit's only I/O.
+"""The etcd client: paged, read-only range reads of etcd's v3 API under a prefix, and a member's status and snapshot.
+The audit, the rehearsal and the snapshot read etcd through here.
 
 Two transports, one scan. By default the pages are read from etcd's gRPC API (``etcdserverpb.KV/Range``, what
 ``etcdctl`` uses) through ``grpcio``, with the messages generated from etcd's ``rpc.proto`` and ``kv.proto`` (the subset
@@ -25,19 +26,18 @@ import binascii
 import json
 import os
 import ssl
-import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Callable, Iterator, List, Optional, Tuple
+from typing import Callable, Iterator, Optional, Tuple
 from urllib.parse import urlsplit
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.windows import _RangePage, _Windows
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.windows import _RangePage, _Windows
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 
 try:
     import grpc
 
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcdpb import rpc_pb2
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import rpc_pb2
 
     GRPC_IMPORT_ERROR = None
 except ImportError as error:  # pragma: no cover - the collection's requirements name grpcio and protobuf
@@ -59,34 +59,6 @@ TRANSPORTS = ("auto", "grpc", "gateway")
 
 class EtcdError(KubeUpgradeError):
     """etcd could not be read: names the endpoint and the next step."""
-
-
-@dataclass
-class EtcdSettings:
-    """How to reach etcd. Paths are the kubeadm ones by convention; verification is on by default."""
-
-    endpoints: List[str]
-    ca_cert: Optional[str] = None
-    client_cert: Optional[str] = None
-    client_key: Optional[str] = None
-    validate_certs: bool = True
-    timeout: float = 30.0
-
-
-@dataclass
-class ScanOptions:
-    """``pages_per_second`` 0 = no throttle; ``keys_only`` yields empty values (etcd sends no values).
-
-    ``transport``: ``auto`` (gRPC, the JSON gateway where gRPC cannot be spoken), ``grpc`` or ``gateway`` only.
-    """
-
-    prefix: str = "/registry/"
-    page_size: int = 500
-    pages_per_second: float = 0.0
-    keys_only: bool = False
-    transport: str = "auto"
-    sleep: Callable[[float], None] = field(default=time.sleep)
-    clock: Callable[[], float] = field(default=time.monotonic)
 
 
 def prefix_range_end(prefix: bytes) -> bytes:

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import etcd_version as versions
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import versions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.versions import EtcdVersion
 
-FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "etcd-version"
+FIXTURES = Path(__file__).resolve().parents[4] / "fixtures" / "etcd-version"
 ETCD_36 = "etcd Version: 3.6.5\nGit SHA: Not provided (use ./build instead of go build)\nGo Version: go1.24.6\nGo OS/Arch: linux/amd64\n"
 
 

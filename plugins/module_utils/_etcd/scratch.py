@@ -1,7 +1,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The rehearsal's throwaway world: a private directory, a scratch etcd and the target apiserver, on loopback.
+"""Scratch etcd members on loopback, each in a private workspace: the rehearsal's copy and the snapshot's restore proof,
+with the etcd tools of the binary's own release (``etcd --version`` read once, the restore tool found).
 
-Everything lives in one ``kubeupgrade-rehearsal-*`` directory (mode 0700) under the work directory.
+Everything lives in one ``kubeupgrade-rehearsal-*`` directory (mode 0700) under the work directory (the rehearsal starts
+its target apiserver there too, ``_rehearse/apiserver.py``).
 It records the module's pid and every child's pid; a later run removes what a killed run left (its
 owner is gone), stopping only processes whose command line still names that directory. Children
 die with the module (``PR_SET_PDEATHSIG``). Nothing listens beyond 127.0.0.1, and no key, value,
@@ -17,7 +19,6 @@ import glob
 import http.client
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
@@ -26,10 +27,10 @@ import tempfile
 import time
 from typing import Callable, Iterable, List, Optional, Tuple, Union
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import versions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.versions import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import process_running
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import etcd_version as versions
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.etcd_version import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 
 PREFIX = "kubeupgrade-rehearsal-"
@@ -44,8 +45,8 @@ EXITED, ANSWERED, STARTING = "exited", "answered", "starting"
 UNNAMED_GRACE = 60.0  # seconds a workspace without its owner file is taken for one being made, not a killed run's
 
 
-class RehearsalError(KubeUpgradeError):
-    """The rehearsal could not be run: names the option or the tool at fault and what to do."""
+class ScratchError(KubeUpgradeError):
+    """A scratch etcd could not be made, restored, started or written: names the tool at fault and what to do."""
 
 
 def _cmdline(pid: int) -> str:
@@ -108,14 +109,14 @@ def remove_stale(work_dir: Optional[str] = None) -> List[str]:
 
 
 def free_port() -> int:
-    """A port nothing listens on at 127.0.0.1 (the kernel's pick); a RehearsalError when loopback has none."""
+    """A port nothing listens on at 127.0.0.1 (the kernel's pick); a ScratchError when loopback has none."""
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             probe.bind(("127.0.0.1", 0))
             return probe.getsockname()[1]
     except OSError as error:
-        raise RehearsalError(f"no free port on 127.0.0.1 for the rehearsal's scratch etcd and apiserver ({error.strerror or error}); "
-                             "free some (the local port range is net.ipv4.ip_local_port_range) and rehearse again") from None
+        raise ScratchError(f"no free port on 127.0.0.1 for the rehearsal's scratch etcd and apiserver ({error.strerror or error}); "
+                           "free some (the local port range is net.ipv4.ip_local_port_range) and rehearse again") from None
 
 
 PORT_TAKEN = "address already in use"  # what etcd and the apiserver log when another process took the port meanwhile
@@ -251,12 +252,6 @@ def restore_tool(etcd_binary: Optional[str], version: EtcdVersion, given: Option
     return tool
 
 
-def _tool(argv: List[str], what: str) -> None:
-    code, _out, error = run_tool(argv)
-    if code != 0:
-        raise RehearsalError(f"{what} failed ({argv[0]}, exit {code}): {error or 'no message'}")
-
-
 # --- the scratch etcd ---------------------------------------------------------------------------------------
 
 
@@ -288,8 +283,8 @@ class ScratchEtcd:
                 f"--initial-cluster={self.NAME}={self.peer_url}", f"--initial-advertise-peer-urls={self.peer_url}"]
         code, _out, error = run_tool(argv, env=dict(os.environ, ETCDCTL_API="3"))
         if code != 0:
-            raise RehearsalError(f"snapshot: {snapshot} could not be restored with {tool} ({error or 'no message'}): "
-                                 "is it an `etcdctl snapshot save` file, whole and uncorrupted? Take a new one and rehearse again")
+            raise ScratchError(f"snapshot: {snapshot} could not be restored with {tool} ({error or 'no message'}): "
+                               "is it an `etcdctl snapshot save` file, whole and uncorrupted? Take a new one and rehearse again")
         self.restored = True
 
     def start(self, timeout: float = 60.0) -> None:
@@ -308,7 +303,7 @@ class ScratchEtcd:
             lines = [line for line in self.workspace.log_text("etcd.log").splitlines() if line.strip()]
             exited = self.process.poll() is not None
             how = f"exited at start (exit {self.process.returncode})" if exited else f"did not answer within {timeout:.0f} s"
-            raise RehearsalError(f"the scratch etcd ({self.binary}) {how}: {lines[-1][:300] if lines else 'no message'}")
+            raise ScratchError(f"the scratch etcd ({self.binary}) {how}: {lines[-1][:300] if lines else 'no message'}")
 
     def summary(self, restore_tool: Optional[str] = None) -> dict:
         """What the copy ran on, as both modules return it (``scratch_etcd``): the binary, the version it reported, the
@@ -336,7 +331,7 @@ class ScratchEtcd:
             try:
                 self._request(STATUS, {}, timeout=2.0)
                 return ANSWERED
-            except (OSError, http.client.HTTPException, RehearsalError, ValueError):
+            except (OSError, http.client.HTTPException, ScratchError, ValueError):
                 return STARTING
 
         return poll_past(fetch, STARTING, timeout, ETCD_POLL, clock, sleep) == ANSWERED
@@ -352,7 +347,7 @@ class ScratchEtcd:
             if own:
                 connection.close()
         if response.status != 200:
-            raise RehearsalError(f"the scratch etcd refused {path}: HTTP {response.status} {data[:200]!r}")
+            raise ScratchError(f"the scratch etcd refused {path}: HTTP {response.status} {data[:200]!r}")
         return json.loads(data)
 
     def put_all(self, pairs: Iterable[Tuple[bytes, bytes]], progress: Optional[Callable[[int], None]] = None) -> Tuple[int, int]:
@@ -377,83 +372,3 @@ class ScratchEtcd:
         finally:
             connection.close()
         return keys, total
-
-
-# --- the target apiserver -----------------------------------------------------------------------------------
-
-
-def service_account_key(workspace: Workspace) -> Tuple[str, str]:
-    """A throwaway RSA key pair for the apiserver's required service-account flags (cryptography, else openssl)."""
-    private, public = workspace.file("sa.key"), workspace.file("sa.pub")
-    try:
-        from cryptography.hazmat.primitives import serialization
-        from cryptography.hazmat.primitives.asymmetric import rsa
-    except ImportError:
-        if not shutil.which("openssl"):
-            raise RehearsalError("a service-account key for the rehearsal needs the Python package cryptography or the "
-                                 "openssl command on the host; install one of them") from None
-        _tool(["openssl", "genrsa", "-out", private, "2048"], "generating a throwaway service-account key")
-        _tool(["openssl", "rsa", "-in", private, "-pubout", "-out", public], "writing its public key")
-        os.chmod(private, 0o600)
-        return private, public
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem = serialization.Encoding.PEM
-    private_pem = key.private_bytes(pem, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption())
-    public_pem = key.public_key().public_bytes(pem, serialization.PublicFormat.SubjectPublicKeyInfo)
-    workspace.write("sa.key", private_pem.decode("ascii"))
-    workspace.write("sa.pub", public_pem.decode("ascii"))
-    return private, public
-
-
-class TargetApiserver:
-    """A kube-apiserver binary on the copy (the target, or the current one to rehearse the plan): loopback only, its
-    own self-signed serving certificate, one admin token."""
-
-    def __init__(self, workspace: Workspace, binary: str, etcd_url: str, storage_flags: dict, role: str = "target"):
-        self.workspace, self.binary = workspace, binary
-        self.role = role
-        self.log_name = "kube-apiserver.log" if role == "target" else f"{role}-kube-apiserver.log"
-        self.port = free_port()
-        self.token = secrets.token_hex(24)
-        self.cert_dir = workspace.file("pki" if role == "target" else f"pki-{role}")
-        self.etcd_url, self.storage_flags = etcd_url, dict(storage_flags)
-        self.process = None
-
-    @property
-    def url(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
-
-    @property
-    def ca_cert(self) -> str:
-        """The self-signed serving certificate the apiserver wrote (its file holds the signing CA too)."""
-        return os.path.join(self.cert_dir, "apiserver.crt")
-
-    def argv(self, sa_key: str, sa_pub: str, tokens: str) -> List[str]:
-        argv = [self.binary, f"--etcd-servers={self.etcd_url}", "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
-                f"--secure-port={self.port}", f"--cert-dir={self.cert_dir}", "--service-account-issuer=https://kubernetes.default.svc",
-                f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
-                f"--token-auth-file={tokens}", "--authorization-mode=RBAC", "--endpoint-reconciler-type=none",
-                "--watch-cache=false", "--profiling=false"]
-        flags = dict(self.storage_flags)
-        flags.setdefault("service-cluster-ip-range", "10.96.0.0/12")  # kubeadm's default
-        return argv + [f"--{name}={value}" for name, value in sorted(flags.items()) if value != ""]
-
-    def start(self) -> None:
-        sa_key, sa_pub = service_account_key(self.workspace)
-        tokens = self.workspace.write(f"tokens-{self.role}.csv", f'{self.token},kubeupgrade-rehearsal,kubeupgrade-rehearsal,"system:masters"\n')
-        self.process = self.workspace.start(self.argv(sa_key, sa_pub, tokens), self.log_name)
-
-    def exit_code(self) -> Optional[int]:
-        return self.process.poll() if self.process else None
-
-    def lost_its_port(self) -> bool:
-        """Whether it exited because another process took its port between the pick and the bind."""
-        return self.exit_code() is not None and PORT_TAKEN in self.log_text()
-
-    def restart_elsewhere(self) -> None:
-        self.port = free_port()
-        os.replace(self.workspace.file(self.log_name), self.workspace.file(self.log_name + ".port-taken"))
-        self.start()
-
-    def log_text(self) -> str:
-        return self.workspace.log_text(self.log_name)

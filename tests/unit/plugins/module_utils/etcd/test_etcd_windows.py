@@ -9,16 +9,17 @@ import random
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import windows as range_windows
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.etcd_io import ScanOptions, prefix_range_end
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import windows as range_windows
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import prefix_range_end
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import ScanOptions
 
 
 @pytest.mark.parametrize("revision, keys_only, tail", [
     (0, False, b""), (42, False, b"\x20\x2a\x38\x01"), (0, True, b"\x40\x01"), (300, True, b"\x20\xac\x02\x38\x01\x40\x01"),
 ])
 def test_range_request_pins_the_revision_serializable(revision, keys_only, tail):
-    request = etcd_io._range_request(b"/registry/", b"/registry0", ScanOptions(page_size=500, keys_only=keys_only), revision).SerializeToString()
+    request = etcd_client._range_request(b"/registry/", b"/registry0", ScanOptions(page_size=500, keys_only=keys_only), revision).SerializeToString()
     assert request == b"\x0a\x0a/registry/\x12\x0a/registry0\x18\xf4\x03" + tail
 
 
@@ -98,7 +99,7 @@ def test_throttle_pauses_in_proportion_to_the_keys_of_the_last_answer():
     now, pauses = [0.0], []
     options = ScanOptions(page_size=100, pages_per_second=2, clock=lambda: now[0],
                           sleep=lambda s: pauses.append(s) or now.__setitem__(0, now[0] + s))
-    throttle = etcd_io._Throttle(options)
+    throttle = etcd_client._Throttle(options)
     for keys in (100, 50, 0, 400):
         throttle.wait(keys)
     assert pauses == [0.5, 0.25, 0.5]  # an empty answer: no pause (etcd counted and sent nothing)
