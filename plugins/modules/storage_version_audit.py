@@ -144,6 +144,15 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+etcd_space:
+  description:
+    - The member's C(db_size) and C(db_size_in_use) (its status) and its space C(quota) (the
+      C(etcd_server_quota_backend_bytes) gauge of its C(/metrics) on the client URL), in bytes; each null when not read.
+      What M(kubeupgrade.storage.storage_migration) with O(kubeupgrade.storage.storage_migration#module:objects_from_audit)
+      checks its rewrites against.
+  returned: success
+  type: dict
+  sample: {db_size: 104857600, db_size_in_use: 81920000, quota: 2147483648}
 summary:
   description: One line over the whole scan.
   returned: success
@@ -151,8 +160,9 @@ summary:
   sample: "269 keys: 267 objects of 18 resources, 0 unreadable, 0 outside the key layout"
 resources:
   description:
-    - Per resource (kubectl-style name), what is stored. C(versions) lists each stored apiVersion with its kind, count,
-      storage version hash and C(names) (the first O(names_limit) objects stored in it); C(hashes) those hashes;
+    - Per resource (kubectl-style name), what is stored. C(objects) and C(bytes) (the stored values as etcd holds them);
+      C(versions) lists each stored apiVersion with its kind, count, C(bytes), storage version hash and C(names) (the
+      first O(names_limit) objects stored in it); C(hashes) those hashes;
       C(encryption) counts per C(identity) or C(<provider>:<key name>); C(unreadable), C(unreadable_names) and
       C(unreadable_reasons) the values that could not be read, of which C(undecodable) and C(undecodable_names) are
       neither an envelope, JSON nor encrypted (no apiserver decodes them, no migration rewrites them); C(judged) whether readable versions were known for it;

@@ -231,3 +231,21 @@ def test_target_crd_manifests_name_the_custom_resources_a_target_cannot_decode(e
         *manifest["spec"]["versions"]]))
     kept = _audit(_params(etcd_plain, target_crds=[keeping]))["resources"]["widgets.example.com"]
     assert kept["judged"] and kept["not_readable"] == 0, kept
+
+
+@pytest.mark.parametrize("tls, version", [(False, None), (True, "3.5")], ids=["3.4-plain", "3.5-tls"])
+def test_the_audit_measures_etcd_s_space_and_each_version_s_bytes(tmp_path, tls, version):
+    """etcd's own numbers, as a migration checks its rewrites against them: the quota it was started with (its
+    metrics), the database size (its status), and the stored bytes per resource and version."""
+    from etcd_fixture import EtcdServer
+
+    with EtcdServer(tmp_path / "etcd", tls=tls, extra_args=["--quota-backend-bytes=67108864"], version=version) as server:
+        server.put("/registry/configmaps/default/small", json_value("v1", "ConfigMap"))
+        server.put("/registry/configmaps/default/large", json_value("v1", "ConfigMap") + b" " * 100_000)
+        result = _audit(_params(server))
+    space = result["etcd_space"]
+    assert space["quota"] == 64 * 1024 * 1024, space
+    assert space["db_size"] > 0 and 0 < space["db_size_in_use"] <= space["db_size"], space
+    configmaps = result["resources"]["configmaps"]
+    assert configmaps["bytes"] == 2 * len(json_value("v1", "ConfigMap")) + 100_000
+    assert [v["bytes"] for v in configmaps["versions"]] == [configmaps["bytes"]]

@@ -90,7 +90,8 @@ class ResourceTally:
     readable: Optional[Set[str]]
     names_limit: int
     objects: int = 0
-    versions: Dict[str, List] = field(default_factory=dict)  # apiVersion -> [kind, names (count and first names)]
+    bytes: int = 0  # stored values, as etcd holds them (encrypted included): what rewriting them all writes again
+    versions: Dict[str, List] = field(default_factory=dict)  # apiVersion -> [kind, names (count and first names), bytes]
     encryption: Dict[str, int] = field(default_factory=dict)
     unreadable_reasons: Dict[str, int] = field(default_factory=dict)
     unreadable: _Names = None
@@ -103,8 +104,9 @@ class ResourceTally:
         self.garbage = _Names(self.names_limit)
         self.not_readable = _Names(self.names_limit)
 
-    def add(self, namespace: Optional[str], name: str, decoded: envelope.Decoded) -> None:
+    def add(self, namespace: Optional[str], name: str, decoded: envelope.Decoded, size: int = 0) -> None:
         self.objects += 1
+        self.bytes += size
         where = f"{decoded.provider}:{decoded.key_name}" if decoded.provider else IDENTITY
         self.encryption[where] = self.encryption.get(where, 0) + 1
         if not decoded.readable:
@@ -118,23 +120,25 @@ class ResourceTally:
         entry = self.versions.get(decoded.api_version)
         if entry is None:
             limit = self.names_limit if self.version_names_limit is None else self.version_names_limit
-            entry = self.versions[decoded.api_version] = [decoded.kind, _Names(limit)]
+            entry = self.versions[decoded.api_version] = [decoded.kind, _Names(limit), 0]
         entry[1].add(shown)
+        entry[2] += size
         if self.readable is not None and version_of(decoded.api_version) not in self.readable:
             self.not_readable.add(shown)
 
     def result(self) -> dict:
         versions = [
-            {"api_version": api_version, "kind": kind, "count": names.count,
+            {"api_version": api_version, "kind": kind, "count": names.count, "bytes": size,
              "hash": hashing.storage_version_hash(group_of(api_version), version_of(api_version), kind),
              "names": list(names.names)}
-            for api_version, (kind, names) in sorted(self.versions.items())
+            for api_version, (kind, names, size) in sorted(self.versions.items())
         ]
         judged = self.readable is not None
         return {
             "group": self.group,
             "resource": self.resource,
             "objects": self.objects,
+            "bytes": self.bytes,
             "versions": versions,
             "hashes": sorted({v["hash"] for v in versions}),
             "encryption": dict(sorted(self.encryption.items())),
@@ -175,8 +179,9 @@ class AuditAggregator:
         self.crds: Dict[str, dict] = {}
         self.crds_unread: Dict[str, str] = {}
 
-    def add(self, key_text: str, info: keys.KeyInfo, decoded_value) -> None:
-        """``decoded_value`` is a ``Decoded`` or a callable returning one (so filtered keys cost no decoding)."""
+    def add(self, key_text: str, info: keys.KeyInfo, decoded_value, size: int = 0) -> None:
+        """``decoded_value`` is a ``Decoded`` or a callable returning one (so filtered keys cost no decoding); ``size``
+        the stored value's bytes."""
         self.keys_scanned += 1
         if info.kind == keys.INTERNAL:
             self.internal[info.what] = self.internal.get(info.what, 0) + 1
@@ -194,7 +199,7 @@ class AuditAggregator:
                                   version_names_limit=self.options.version_names_limit)
             self.tallies[name] = tally
         decoded = decoded_value() if callable(decoded_value) else decoded_value
-        tally.add(info.namespace, info.name, decoded)
+        tally.add(info.namespace, info.name, decoded, size)
 
     def add_definition(self, info: keys.KeyInfo, value: bytes) -> None:
         """The stored value of a CustomResourceDefinition key: what its custom resources can be judged against

@@ -94,7 +94,7 @@ def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:
     for key, value in reader.scan(request.scan):
         key_text = key.decode("utf-8", "replace")
         info = keys.classify_key(key_text, prefix)
-        aggregator.add(key_text, info, lambda v=value, k=key: envelope.decode_value(v, k, request.encryption_keys))
+        aggregator.add(key_text, info, lambda v=value, k=key: envelope.decode_value(v, k, request.encryption_keys), len(value))
         if info.resource == model.CRD_RESOURCE:  # a CRD's versions: its custom resources can be judged from the audit alone
             aggregator.add_definition(info, value)
     if aggregator.keys_scanned == 0:
@@ -103,8 +103,23 @@ def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:
                         details={"endpoint": reader.endpoint, "prefix": prefix})
     result = aggregator.result()
     result.update(endpoint=reader.endpoint, transport=getattr(reader, "transport", None), revision=reader.revision,
-                  pages=reader.pages, prefix=prefix, measured_at=measured_at, target_release=request.target_release)
+                  pages=reader.pages, prefix=prefix, measured_at=measured_at, target_release=request.target_release,
+                  etcd_space=etcd_space(reader))
     return result
+
+
+def etcd_space(reader) -> dict:
+    """The member's database size and space quota as it reports them (its status and its metrics), for what a
+    migration may write: the NOSPACE alarm makes the whole cluster read-only. Each is None when not read."""
+    space = {"db_size": None, "db_size_in_use": None, "quota": None}
+    try:
+        status = reader.status()
+        space["db_size"] = int(status["dbSize"]) if status.get("dbSize") is not None else None
+        space["db_size_in_use"] = int(status["dbSizeInUse"]) if status.get("dbSizeInUse") is not None else None
+        space["quota"] = reader.quota_bytes()
+    except (EtcdError, AttributeError, KeyError, TypeError, ValueError):
+        pass  # said as unknown; the migration then assumes etcd's default quota
+    return space
 
 
 def warnings_for(result: dict) -> list:

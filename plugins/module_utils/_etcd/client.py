@@ -25,6 +25,7 @@ import base64
 import binascii
 import json
 import os
+import re
 import ssl
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Optional, Tuple
@@ -51,6 +52,7 @@ except ImportError:  # pragma: no cover - urllib3 comes with the kubernetes pack
     HAS_URLLIB3 = False
 
 RANGE_PATH = "/v3/kv/range"
+METRICS_PATH = "/metrics"  # read-only: Prometheus text, served on the client URL unless --listen-metrics-urls moves it
 STATUS_PATH = "/v3/maintenance/status"  # read-only: the member's database size and revision
 SNAPSHOT_PATH = "/v3/maintenance/snapshot"  # read-only: the whole backend, streamed (what `etcdctl snapshot save` reads)
 RANGE_METHOD = "/etcdserverpb.KV/Range"  # the gRPC method behind RANGE_PATH
@@ -133,6 +135,18 @@ class EtcdReader:
     def status(self) -> dict:
         """The first answering member's status: ``dbSize``, ``header.revision``, ``version``."""
         return self._first_page({}, STATUS_PATH)
+
+    def quota_bytes(self) -> Optional[int]:
+        """The member's space quota (``--quota-backend-bytes`` as it applies it), from the ``etcd_server_quota_backend_bytes``
+        gauge of its ``/metrics`` on the client URL; None when it is not served there (``--listen-metrics-urls`` only)."""
+        endpoint = self.endpoint or self.settings.endpoints[0]
+        try:
+            response = self._pool.request("GET", endpoint + METRICS_PATH, preload_content=True, retries=False)
+        except urllib3.exceptions.HTTPError:
+            return None
+        if response.status != 200:
+            return None
+        return quota_from_metrics(response.data.decode("utf-8", "replace"))
 
     def snapshot(self, write: Callable[[bytes], None]) -> dict:
         """Stream the first answering member's backend into ``write`` (etcd's own snapshot: the same bytes as
@@ -548,6 +562,15 @@ def _grpc_credentials(settings: EtcdSettings):
 def _read(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read()
+
+
+_QUOTA = re.compile(r"^etcd_server_quota_backend_bytes\s+([0-9.eE+]+)\s*$", re.MULTILINE)
+
+
+def quota_from_metrics(text: str) -> Optional[int]:
+    """``etcd_server_quota_backend_bytes`` of a metrics page (etcd 3.4+), or None."""
+    match = _QUOTA.search(text)
+    return int(float(match.group(1))) if match else None
 
 
 def _tls_context(settings: EtcdSettings, alpn: str = "h2") -> ssl.SSLContext:

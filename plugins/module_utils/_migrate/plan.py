@@ -428,6 +428,49 @@ class ObjectPlan:
     objects: Dict[str, List[str]] = field(default_factory=dict)
     skipped: List[dict] = field(default_factory=list)  # [{resource, reason}] of resources filtered out by ``resources``
     measured_at: str = ""
+    rewrite_bytes: int = 0  # what the rewrites put into etcd again (the listed objects' stored values)
+    space_warning: str = ""  # the rewrites bring etcd near its space quota
+
+
+MIB = 1 << 20
+# etcd's space quota when --quota-backend-bytes is not set (DefaultQuotaBytes, server/etcdserver/quota.go, 3.4 to 3.6).
+DEFAULT_QUOTA = 2 * 1024 * MIB
+REFUSE_SHARE, WARN_SHARE = 0.95, 0.75  # of the quota, the database after the rewrites
+
+
+def rewrite_bytes(audit: dict, objects: Dict[str, List[str]]) -> int:
+    """The stored bytes of the versions the target cannot decode, over the resources whose objects are rewritten: each
+    rewrite keeps the old revision until the apiserver compacts, so etcd's database grows by about this much."""
+    total = 0
+    for name in objects:
+        entry = (audit.get("resources") or {}).get(name) or {}
+        readable = {audit_model.version_of(v) for v in entry.get("readable_versions") or []}
+        total += sum(int(v.get("bytes") or 0) for v in entry.get("versions") or []
+                     if audit_model.version_of(v.get("api_version", "")) not in readable)
+    return total
+
+
+def etcd_room(audit: dict, added: int) -> Tuple[str, str]:
+    """(why the rewrites must not start, a warning), each "" when it does not apply. The NOSPACE alarm etcd raises at
+    its quota makes the whole cluster read-only until compaction, defragmentation and ``etcdctl alarm disarm``: a
+    migration that would reach it is refused before its first write. Measured: the database size (etcd's status) and
+    the quota (its metrics); an unread quota is etcd's default, said as such."""
+    space = audit.get("etcd_space") or {}
+    size = space.get("db_size")
+    if not added or size is None:
+        return "", ""
+    quota, said = (space["quota"], "its quota") if space.get("quota") else (DEFAULT_QUOTA, "etcd's default quota (its metrics were not read)")
+    after = size + added
+    facts = (f"the rewrites put about {added / MIB:.0f} MiB into etcd again, whose database is {size / MIB:.0f} MiB "
+             f"({(space.get('db_size_in_use') or size) / MIB:.0f} MiB in use) of {said}, {quota / MIB:.0f} MiB")
+    if after > REFUSE_SHARE * quota:
+        return (f"etcd would reach its space quota: compact and defragment etcd, or raise --quota-backend-bytes, then re-run\n"
+                f"Not started: {facts}. At the quota etcd raises its NOSPACE alarm and the whole cluster is read-only until "
+                "compaction, defragmentation (etcdctl defrag) and etcdctl alarm disarm. The apiserver compacts every 5 minutes "
+                "by default; a defragmentation then returns the freed space."), ""
+    if after > WARN_SHARE * quota:
+        return "", f"{facts}: {after / quota:.0%} of it after the migration, until the apiserver compacts and etcd is defragmented"
+    return "", ""
 
 
 def _check_audit(audit) -> Dict[str, dict]:
@@ -456,7 +499,15 @@ def objects_from_audit(audit, requested: Optional[List[str]] = None) -> ObjectPl
             result.skipped.append({"resource": name, "reason": "not in resources"})
         elif listed[name]:
             result.objects[name] = list(listed[name])
+    result.rewrite_bytes = rewrite_bytes(audit, result.objects)
+    refusal, result.space_warning = etcd_room(audit, result.rewrite_bytes)
+    if refusal:
+        raise SpaceError(refusal)
     return result
+
+
+class SpaceError(ValueError):
+    """The rewrites would bring etcd to its space quota (``etcd_room``)."""
 
 
 def audit_listed_every_old_object(entry: Optional[dict], current_hash: Optional[str]) -> Tuple[bool, str]:

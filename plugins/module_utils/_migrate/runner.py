@@ -141,6 +141,8 @@ def object_plan(params: dict) -> Optional[plan.ObjectPlan]:
         return None
     try:
         return plan.objects_from_audit(params["objects_from_audit"], params["resources"] or None)
+    except plan.SpaceError as error:
+        raise ConfigurationError(str(error)) from None
     except ValueError as error:
         raise ConfigurationError(f"objects_from_audit {error}.") from None
 
@@ -530,6 +532,8 @@ def _prepare(mod) -> Run:
         run.profiles.get(params["target_release"])  # an unknown release is named before any request
     run.manifests = load_target_crds(params["target_crds"]) if params.get("target_crds") else None
     run.objects = object_plan(params)
+    if run.objects is not None and run.objects.space_warning:
+        mod.warn(run.objects.space_warning)
     run.clients = mod.endpoint_clients()
     run.cluster = mod.client()
     run.identity = mig.RunIdentity(run_id=uuid.uuid4().hex[:12], cluster=run.cluster.endpoint)
