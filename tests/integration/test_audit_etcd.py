@@ -102,8 +102,9 @@ def test_encrypted_values_decrypt_with_the_apiservers_config(etcd_plain, tmp_pat
         ("/registry/secrets/a/kms", b"k8s:enc:kms:v2:vault:\x0a\x03abc"),
     ])
     secrets = _audit(_params(etcd_plain, encryption_config=str(config)))["resources"]["secrets"]
+    stored = [value for key, value in etcd_plain.range_prefix("/registry/secrets/a/") if not key.endswith(b"/kms")]
     assert secrets["versions"] == [{"api_version": "v1", "kind": "Secret", "count": 4, "hash": "S6u1pOWzb84=",
-                                    "names": ["a/box", "a/cbc", "a/gcm", "a/plain"]}]
+                                    "names": ["a/box", "a/cbc", "a/gcm", "a/plain"], "bytes": sum(map(len, stored))}]
     assert secrets["encryption"] == {"aescbc:k1": 1, "aesgcm:k2": 1, "identity": 1, "kms:v2:vault": 1, "secretbox:k3": 1}
     assert secrets["unreadable_names"] == ["a/kms"]
     # a configuration that does not match: reported per value, never decoded as anything
