@@ -37,6 +37,8 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "audit"))
 
+from _common import cpu_seconds, peak_kib  # noqa: E402
+
 PREFIX = "/registry/"
 # The module's interpreter in the e2e rows: runs the module in its own process, then notes that process's peak RSS
 # (VmHWM: counted from exec, unlike ru_maxrss, which starts from the forking parent's size) and CPU.
@@ -57,11 +59,6 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 '''
 
 
-def _peak_kib(pid="self"):
-    with open(f"/proc/{pid}/status") as status:
-        return int([line.split()[1] for line in status if line.startswith("VmHWM:")][0])
-
-
 def _child(url, prefix, page_size, transport):
     """The module's runner alone: what one audit costs, without Ansible."""
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import etcd_io, runner
@@ -79,7 +76,7 @@ def _child(url, prefix, page_size, transport):
     result = runner.audit(request, reader)
     seconds = time.perf_counter() - started
     print(json.dumps({"seconds": seconds, "keys": result["keys_scanned"], "not_readable": result["not_readable"],
-                      "pages": result["pages"], "transport": readers[0].transport, "peak_kib": _peak_kib()}))
+                      "pages": result["pages"], "transport": readers[0].transport, "peak_kib": peak_kib()}))
 
 
 def _fill(server, count):
@@ -92,8 +89,7 @@ def _fill(server, count):
 
 
 def _etcd_cpu(server):
-    fields = open(f"/proc/{server.process.pid}/stat").read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return cpu_seconds(server.process.pid)
 
 
 def _measured(server, cmd, **kwargs):
@@ -109,7 +105,7 @@ def _measured(server, cmd, **kwargs):
             if pid:
                 break
             try:
-                peak = max(peak, _peak_kib(process.pid))
+                peak = max(peak, peak_kib(process.pid))
             except (OSError, IndexError):  # exiting
                 pass
             time.sleep(0.002)
@@ -225,7 +221,7 @@ def main():
     path = os.path.join(HERE, "results", f"audit-{stamp}.json")
     with open(path, "w") as handle:
         json.dump({"rows": rows, "page_size": args.page_size, "load_average": os.getloadavg(),
-                   "bench_peak_kib": _peak_kib()}, handle, indent=2)
+                   "bench_peak_kib": peak_kib()}, handle, indent=2)
     print(f"JSON: {path}")
 
 

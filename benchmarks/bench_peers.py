@@ -75,7 +75,6 @@ import argparse
 import base64
 import contextlib
 import http.client
-import io
 import json
 import os
 import re
@@ -83,7 +82,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -96,7 +94,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
-from bench_real_apiserver import Connections, ansible_env  # noqa: E402
+from _common import TreeRss, ansible_env, cpu_seconds, rss_kib, run_child, run_module  # noqa: E402
+from bench_real_apiserver import Connections  # noqa: E402
 
 FROM, TO, ETCD = "1.35", "1.36", "3.5"
 SEED_THREADS = 8
@@ -188,84 +187,6 @@ def discovery(conns):
                                             "version": version})
             entry["hash"] = item["storageVersionHash"]
     return found
-
-
-# --- process-tree memory and CPU ---------------------------------------------------------------------------
-
-
-def _children_map():
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
-def _rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def cpu_seconds(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError, TypeError):
-        return None
-
-
-class TreeRss:
-    """Samples every 0.2 s the sum of VmRSS over the trees of ``roots()`` (a callable: pids may come later)."""
-
-    def __init__(self, roots):
-        self.roots, self.peak_kib, self.samples = roots, 0, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(0.2):
-            self.sample()
-
-    def sample(self):
-        roots = [pid for pid in self.roots() if pid]
-        if not roots:
-            return
-        children = _children_map()
-        seen, todo, total = set(), list(roots), 0
-        while todo:
-            pid = todo.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
-            total += _rss_kib(pid)
-            todo += children.get(pid, [])
-        self.peak_kib = max(self.peak_kib, total)
-        self.samples += 1
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def peak_mib(self):
-        return self.peak_kib / 1024.0 if self.samples else None
 
 
 # --- the store ----------------------------------------------------------------------------------------------
@@ -410,18 +331,6 @@ def settle(plane, quiet=1.5, window=4.0, timeout=90.0):
 
 
 # --- the collection's audit (verification, and a-audit's selection) --------------------------------------------
-
-
-def run_module(module, params):
-    """A module's real ``main()`` in-process; its JSON result."""
-    from ansible.module_utils.testing import patch_module_args
-    out = io.StringIO()
-    with patch_module_args(params), contextlib.redirect_stdout(out):
-        try:
-            module.main()
-        except SystemExit:
-            pass
-    return json.loads(out.getvalue().strip().splitlines()[-1])
 
 
 def audit(plane, **extra):
@@ -697,7 +606,7 @@ def measure(run, method):
         run.store.track(kcm)
         row["kcm_settled"] = settle(plane)
         row["kcm_settle_seconds"] = time.perf_counter() - started
-        row["kcm_rss_before_mib"] = _rss_kib(kcm.pid) / 1024.0
+        row["kcm_rss_before_mib"] = rss_kib(kcm.pid) / 1024.0
     row["background_revs_per_s"] = idle_rate(plane, 6.0)
     counters = Counters(plane, conns)
     roots = [kcm.pid] if kcm else []
@@ -712,7 +621,7 @@ def measure(run, method):
     row["peak_mib"] = rss.peak_mib
     counters.into(row)
     if kcm is not None:
-        row["kcm_rss_after_mib"] = _rss_kib(kcm.pid) / 1024.0
+        row["kcm_rss_after_mib"] = rss_kib(kcm.pid) / 1024.0
     after = audit(plane)
     row["old_after"], row["old_after_per_resource"], _unused = old_objects(after, served)
     row["crd_stored_versions_after"] = ((after.get("crds") or {}).get(CRD_NAME) or {}).get("stored_versions")
@@ -748,13 +657,11 @@ def scale(plane, args, logdir):
             for method in SCALE_METHODS:  # the methods take turns, so that a change in the load hits them alike
                 config = {"kind": "scale", "state": state, "list_path": real.LIST_PATH, "method": method,
                           "concurrency": concurrency}
-                out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(config)],
-                                     env=ansible_env(), capture_output=True, text=True, check=False,
-                                     timeout=args.method_timeout)
-                if out.returncode:
-                    print(f"scale {method} c{concurrency} failed: {out.stderr[-800:]}", flush=True)
-                    continue
-                runs[method].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                try:
+                    runs[method].append(run_child(__file__, ["--child", json.dumps(config)], ansible_env(),
+                                                  f"scale {method} c{concurrency}", args.method_timeout))
+                except RuntimeError as error:
+                    print(str(error)[-800:], flush=True)
         for method, results in runs.items():
             if results:
                 ordered = sorted(results, key=lambda r: r["seconds"])
@@ -781,7 +688,7 @@ def scale_child(config):
     import resource
 
     import bench_real_apiserver as real
-    from bench_migration import PeakRss
+    from _common import PeakRss
     real.LIST_PATH = config["list_path"]
     if config["method"] == "ansible":  # ansible-playbook of one storage_migration task (configmaps, every namespace)
         print(json.dumps(real.ansible_child(config["state"], config["concurrency"], "ansible")))
