@@ -60,6 +60,11 @@ def ansible_env():
                 PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
 
 
+# etcdctl gives up on any command after 5 s (--command-timeout): one ``get --prefix`` of 1M keys takes longer, so the
+# benchmarks' reads of a whole store give it an hour.
+ETCDCTL_TIMEOUT = "--command-timeout=3600s"
+
+
 # --- /proc readings -------------------------------------------------------------------------------------------
 
 

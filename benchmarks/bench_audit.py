@@ -37,7 +37,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "audit"))
 
-from _common import cpu_seconds, peak_kib  # noqa: E402
+from _common import ETCDCTL_TIMEOUT, cpu_seconds, peak_kib  # noqa: E402
 
 PREFIX = "/registry/"
 # The module's interpreter in the e2e rows: runs the module in its own process, then notes that process's peak RSS
@@ -121,7 +121,7 @@ def _measured(server, cmd, **kwargs):
 
 def _etcdctl(server):
     with open(os.devnull, "wb") as devnull:
-        wall, cpu, peak, etcd, _out = _measured(server, ["etcdctl", "get", "--prefix", PREFIX, "-w", "json"],
+        wall, cpu, peak, etcd, _out = _measured(server, ["etcdctl", ETCDCTL_TIMEOUT, "get", "--prefix", PREFIX, "-w", "json"],
                                                 env=server.etcdctl_env(), stdout=devnull)
     return {"what": "etcdctl get --prefix -w json", "wall": wall, "client_cpu": cpu, "etcd_cpu": etcd, "requests": 1,
             "peak_mib": peak}

@@ -62,7 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from _common import PeakRss, Sampler, cmdline, cpu_seconds, status_kib  # noqa: E402
+from _common import ETCDCTL_TIMEOUT, PeakRss, Sampler, cmdline, cpu_seconds, status_kib  # noqa: E402
 
 MARKER = "kubeupgrade-rehearsal-"  # scratch.PREFIX: the workspace directory every started process names
 SOURCE_RELEASE, TARGET_RELEASE = "1.32", "1.33"
@@ -438,7 +438,7 @@ def measured(live, function):
 
 def etcdctl_get(plane):
     with open(os.devnull, "wb") as devnull:
-        subprocess.run(["etcdctl", "get", "--prefix", "/registry", "-w", "json"], env=plane.etcd.etcdctl_env(),
+        subprocess.run(["etcdctl", ETCDCTL_TIMEOUT, "get", "--prefix", "/registry", "-w", "json"], env=plane.etcd.etcdctl_env(),
                        stdout=devnull, check=True)
 
 
