@@ -19,8 +19,6 @@ Not a test: nothing is asserted.
 """
 
 import argparse
-import contextlib
-import io
 import json
 import os
 import sys
@@ -32,21 +30,9 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "simulator"))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
+from _common import run_module  # noqa: E402
+
 VARIANTS = (("intree", {"backend": "intree"}), ("defaults", {}))
-
-
-def run_module(module, params):
-    """One module run in-process, as Ansible calls it: (failed, result)."""
-    from ansible.module_utils.testing import patch_module_args
-
-    out = io.StringIO()
-    with patch_module_args(params), contextlib.redirect_stdout(out):
-        try:
-            module.main()
-        except SystemExit:
-            pass
-    result = json.loads(out.getvalue().strip().splitlines()[-1])
-    return bool(result.get("failed")), result
 
 
 def first_migration(variant_args, bulk, workdir):
@@ -60,16 +46,17 @@ def first_migration(variant_args, bulk, workdir):
         if bulk:
             plane.admin.seed(f"bulk:{bulk}")
         connection = {"kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints}
-        failed, result = run_module(storage_state, connection)
-        if failed:
+        result = run_module(storage_state, connection)
+        if result.get("failed"):
             raise RuntimeError(f"storage_state failed: {result.get('msg')}")
         records = len(result["records"])
         params = dict(connection, select="from_records", checkpoint_dir=os.path.join(workdir, "checkpoints"),
                       **variant_args)
         plane.admin.reset_stats()
         started = time.perf_counter()
-        failed, result = run_module(storage_migration, params)
+        result = run_module(storage_migration, params)
         seconds = time.perf_counter() - started
+        failed = bool(result.get("failed"))
         served = plane.admin.stats()["apiservers"]
         migrations = result.get("migrations") or []
         objects = sum(len(plane.admin.stored_objects(m["resource"])) for m in migrations)

@@ -19,10 +19,8 @@ Not a test: nothing is asserted.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -31,37 +29,9 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "simulator"))
 sys.path.insert(0, os.path.join(REPO, "collections"))
 
+from _common import PeakRss, run_child  # noqa: E402
+
 LIST_PATH = "/api/v1/namespaces/bulk/configmaps"
-
-
-def _rss_kib():
-    with open("/proc/self/statm") as handle:
-        return int(handle.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
-
-
-class PeakRss:
-    """Samples RSS every 5 ms in a thread; reports the growth over the value at start."""
-
-    def __enter__(self):
-        self.start = _rss_kib()
-        self.peak = self.start
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-        self._thread.start()
-        return self
-
-    def _sample(self):
-        while not self._stop.wait(0.005):
-            self.peak = max(self.peak, _rss_kib())
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss_kib())
-
-    @property
-    def growth_mib(self):
-        return (self.peak - self.start) / 1024.0
 
 
 def bare_loop(state, concurrency):
@@ -147,11 +117,8 @@ def child(args):
 def measure(state, method, concurrency):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([os.path.join(REPO, "collections"),
                                                        os.path.join(REPO, "tests", "simulator")]))
-    out = subprocess.run([sys.executable, __file__, "--child", json.dumps(state), "--method", method,
-                          "--concurrency", str(concurrency)], env=env, capture_output=True, text=True, check=False)
-    if out.returncode:
-        raise RuntimeError(f"{method} at concurrency {concurrency} failed: {out.stderr[-2000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(__file__, ["--child", json.dumps(state), "--method", method, "--concurrency", str(concurrency)],
+                     env, f"{method} at concurrency {concurrency}")
 
 
 def main():

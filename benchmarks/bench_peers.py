@@ -47,7 +47,10 @@ kube-apiserver does not write an update that changes nothing to etcd, so a rewri
 the current version costs a request and apiserver CPU but no etcd write: ``etcd writes`` stays close to ``old before``
 for every method, and how much each method rewrote shows in ``requests``: the delta of the sum of
 ``apiserver_request_total`` on the apiserver's /metrics (every client's requests, the apiserver's loopback ones
-included), ``writes`` the non-read verbs of it.
+included), ``writes`` the non-read verbs of it. A second table says where the writes went: the non-read requests of
+``apiserver_request_total`` by resource and verb, and the apiserver's own requests to etcd (``etcd_requests_total``) by
+resource and operation (an update found unchanged counts in the first, not in the second). For ``a-playbook`` the
+junit callback of ansible-core notes each task's seconds (``detail.task_seconds``; the slowest four in the notes).
 ``peak MiB`` is the largest sum of VmRSS over the method's process tree (ansible-playbook and its workers and module
 processes; the audit child; trigger + migrator; kube-controller-manager - its whole process, all controllers),
 sampled every 0.2 s from /proc (psutil is not in the venv). ``apiserver CPU`` / ``etcd CPU`` are their CPU seconds
@@ -69,13 +72,45 @@ whole store, with etcd's CPU seconds.
 etcd, the apiserver, the methods and this process share the machine; on 2 cores with other work running the
 seconds are noisy: compare the ratios within one run. JSON goes to benchmarks/results/peers-<stamp>.json and is
 printed as the last line. Not a test: nothing is asserted.
+
+Results, 20,000 objects (23,333 keys, 2,501 of them in an old version: 2,001 VolumeAttributesClasses, 500 gizmos), 2
+cores shared with another engineer's real-apiserver tests (1-minute load average at the end of each row in the last
+column), ``--methods a-playbook a-audit b-ksvm d-intree-changed`` (c-intree-all not run: it did not fit the time):
+
+  run 1 (19:07, commit d6f14ad)           s   etcd writes / old   API writes   load
+  a-playbook  migrate.yml              30.3   1.07 (2,679)          3,178     2.0
+  a-audit     audit + objects          9.5   1.01 (2,517)          2,518     2.5
+  b-ksvm                              536.5   1.34 (3,360)         24,369     9.8
+  d-intree-changed                    117.3   1.04 (2,596)          3,084     7.8
+  run 2 (19:49, module.py's lazy imports in the tree)
+  a-playbook                           44.7   1.08 (2,692)          3,188     4.8
+  a-audit                              22.2   1.01 (2,526)          2,526     6.1
+  b-ksvm                              535.5   1.34 (3,360)         24,370     3.7
+  d-intree-changed                     94.5   1.03 (2,579)          3,069     1.9
+
+Before the migrate role audited etcd and set the records from it (the session before, same store): a-playbook 36.4 s,
+1.21 etcd writes per old object and 23,967 API writes (it rewrote every object of all 71 resources); a-audit 7.4 s,
+1.01, 2,518; d-intree-changed 95 s; b-ksvm 532 s. Now migrate.yml migrates the two resources the audit selects, as
+a-audit does, with 7.5x fewer API writes than before; it is still not the a-audit path:
+  - it rewrites every object of a selected resource, not only the old ones: gizmos PUT 1,000 (a-audit 500; the 500
+    already in v1 cost a request each, no etcd write: etcd ``gizmos update`` is 500 in both);
+  - it sets a StorageState record for every one of the 71 resources from the audit (71 POST + 76 PUT status +
+    4 PUT: about 150 etcd writes, once per cluster; a-audit writes the records of the 2 migrated resources only);
+  - its fixed cost: the agreement gate (2 polls, 5 s apart), two audits, two storage_state runs, the migration and
+    the check, each a module task of 0.5-1 s or more (task seconds in ``detail.task_seconds``).
+Why the role cannot pass the audit's object lists: its audit runs without a target (``kubeupgrade_target_release``
+unset), so it names no object (``not_readable`` 0) and ``objects_from_audit`` would refuse it; the per-version names
+it keeps stop at 1,000 per version. The fix belongs in roles/migrate: run that audit with ``readable_versions`` set
+to each resource's current storage version (what a-audit gives it: the running release's storage versions from the
+profiles, each CRD's storage version; or the agreement's hashes mapped back to versions), so that it names exactly the
+objects stored in another version, then give ``storage_migration`` ``objects_from_audit`` (select auto), as a-audit
+does; the records of the resources it found current are already ``[current]`` from the audit.
 """
 
 import argparse
 import base64
 import contextlib
 import http.client
-import io
 import json
 import os
 import re
@@ -83,7 +118,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -96,7 +130,8 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
-from bench_real_apiserver import Connections, ansible_env  # noqa: E402
+from _common import TreeRss, ansible_env, cpu_seconds, rss_kib, run_child, run_module  # noqa: E402
+from bench_real_apiserver import Connections  # noqa: E402
 
 FROM, TO, ETCD = "1.35", "1.36", "3.5"
 SEED_THREADS = 8
@@ -142,31 +177,55 @@ def etcd_revision(plane):
     return int(answer["header"]["revision"])
 
 
+READ_VERBS = ("GET", "LIST", "WATCH", "CONNECT")
+LABEL = re.compile(r'(\w+)="([^"]*)"')
+
+
 def request_totals(conns):
-    """{verb: count} summed over apiserver_request_total on /metrics (None when unreachable)."""
+    """From the apiserver's /metrics (None when unreachable): ``verbs`` {verb: count} summed over
+    apiserver_request_total; ``writes`` {"resource.group VERB": count} of its non-read verbs; ``etcd`` {"type operation":
+    count} of etcd_requests_total (the apiserver's requests to etcd; an update it finds unchanged sends none)."""
     try:
         status, raw = send(conns, "GET", "/metrics")
     except (OSError, http.client.HTTPException):
         return None
     if status != 200:
         return None
-    totals = {}
+    totals = {"verbs": {}, "writes": {}, "etcd": {}}
     for line in raw.decode(errors="replace").splitlines():
-        if line.startswith("apiserver_request_total{"):
-            labels, _sep, value = line.rpartition(" ")
-            verb = re.search(r'verb="([^"]*)"', labels)
-            key = verb.group(1) if verb else "?"
-            totals[key] = totals.get(key, 0.0) + float(value)
+        if not line.startswith(("apiserver_request_total{", "etcd_requests_total{")):
+            continue
+        text, _sep, value = line.rpartition(" ")
+        labels = dict(LABEL.findall(text))
+        if line.startswith("etcd_requests_total{"):
+            kind = labels.get("type") or ".".join(part for part in (labels.get("resource"), labels.get("group")) if part)
+            key = f"{kind or '?'} {labels.get('operation', '?')}"
+            totals["etcd"][key] = totals["etcd"].get(key, 0.0) + float(value)
+            continue
+        verb = labels.get("verb", "?")
+        totals["verbs"][verb] = totals["verbs"].get(verb, 0.0) + float(value)
+        if verb not in READ_VERBS:
+            resource = ".".join(part for part in (labels.get("resource"), labels.get("group")) if part) or "?"
+            key = f"{resource} {verb}" + (f" {labels['subresource']}" if labels.get("subresource") else "")
+            totals["writes"][key] = totals["writes"].get(key, 0.0) + float(value)
     return totals
 
 
+def _changed(before, after):
+    """{key: after - before} of the keys that moved, largest first."""
+    delta = {key: int(round(value - before.get(key, 0.0))) for key, value in after.items()}
+    return dict(sorted(((k, v) for k, v in delta.items() if v), key=lambda item: -item[1]))
+
+
 def request_delta(before, after):
+    """(requests, write requests, {"api_writes": {resource verb: n}, "etcd": {type operation: n}}) during a method."""
     if before is None or after is None:
-        return None, None
-    delta = {verb: after.get(verb, 0.0) - before.get(verb, 0.0) for verb in after}
+        return None, None, None
+    delta = _changed(before["verbs"], after["verbs"])
     total = sum(delta.values())
-    writes = sum(v for verb, v in delta.items() if verb not in ("GET", "LIST", "WATCH", "CONNECT"))
-    return int(round(total)), int(round(writes))
+    writes = sum(v for verb, v in delta.items() if verb not in READ_VERBS)
+    etcd = {k: v for k, v in _changed(before["etcd"], after["etcd"]).items() if not k.endswith((" get", " list", " listWithCount", " count", " getList"))}
+    return total, writes, {"api_writes": _changed(before["writes"], after["writes"]), "etcd": etcd}
 
 
 def discovery(conns):
@@ -188,84 +247,6 @@ def discovery(conns):
                                             "version": version})
             entry["hash"] = item["storageVersionHash"]
     return found
-
-
-# --- process-tree memory and CPU ---------------------------------------------------------------------------
-
-
-def _children_map():
-    children = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    return children
-
-
-def _rss_kib(pid):
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
-def cpu_seconds(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    except (OSError, IndexError, ValueError, TypeError):
-        return None
-
-
-class TreeRss:
-    """Samples every 0.2 s the sum of VmRSS over the trees of ``roots()`` (a callable: pids may come later)."""
-
-    def __init__(self, roots):
-        self.roots, self.peak_kib, self.samples = roots, 0, 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self):
-        while not self._stop.wait(0.2):
-            self.sample()
-
-    def sample(self):
-        roots = [pid for pid in self.roots() if pid]
-        if not roots:
-            return
-        children = _children_map()
-        seen, todo, total = set(), list(roots), 0
-        while todo:
-            pid = todo.pop()
-            if pid in seen:
-                continue
-            seen.add(pid)
-            total += _rss_kib(pid)
-            todo += children.get(pid, [])
-        self.peak_kib = max(self.peak_kib, total)
-        self.samples += 1
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
-
-    @property
-    def peak_mib(self):
-        return self.peak_kib / 1024.0 if self.samples else None
 
 
 # --- the store ----------------------------------------------------------------------------------------------
@@ -412,18 +393,6 @@ def settle(plane, quiet=1.5, window=4.0, timeout=90.0):
 # --- the collection's audit (verification, and a-audit's selection) --------------------------------------------
 
 
-def run_module(module, params):
-    """A module's real ``main()`` in-process; its JSON result."""
-    from ansible.module_utils.testing import patch_module_args
-    out = io.StringIO()
-    with patch_module_args(params), contextlib.redirect_stdout(out):
-        try:
-            module.main()
-        except SystemExit:
-            pass
-    return json.loads(out.getvalue().strip().splitlines()[-1])
-
-
 def audit(plane, **extra):
     from ansible_collections.kubeupgrade.storage.plugins.modules import storage_version_audit
     params = {"etcd_endpoints": [plane.etcd.url], "pages_per_second": 0, "names_limit": 0, **extra}
@@ -487,8 +456,11 @@ def a_playbook(run):
     argv = ["ansible-playbook", "-i", str(inventory), str(Path(REPO) / "playbooks" / "migrate.yml"),
             "-e", json.dumps(extra)]
     log = os.path.join(run.logdir, "a-playbook.log")
+    # ansible-core's junit callback notes each task's seconds (where the play's time goes); it changes no output.
+    env = dict(ansible_env(), ANSIBLE_CALLBACKS_ENABLED="ansible.builtin.junit", JUNIT_OUTPUT_DIR=str(tmp / "junit"),
+               JUNIT_HIDE_TASK_ARGUMENTS="True")
     with open(log, "w", encoding="utf-8") as handle:
-        process = subprocess.Popen(argv, env=ansible_env(), cwd=REPO, stdout=handle, stderr=subprocess.STDOUT,
+        process = subprocess.Popen(argv, env=env, cwd=REPO, stdout=handle, stderr=subprocess.STDOUT,
                                    start_new_session=True)
     run.store.track(process)
     return process, log
@@ -610,7 +582,8 @@ def run_client(run, method, row, roots):
     else:
         row["completed"] = process.returncode == 0
         row["detail"] = {"recap": [line for line in text.splitlines() if ": ok=" in line],
-                         "resources_migrated": summary_resources(text)}
+                         "resources_migrated": summary_resources(text),
+                         "task_seconds": junit_tasks(Path(run.workdir) / "a-playbook" / "junit")}
     if not row["completed"]:
         row.setdefault("error", text[-1500:])
 
@@ -675,7 +648,8 @@ class Counters:
 
     def into(self, row):
         row["etcd_writes"] = etcd_revision(self.plane) - self.revision
-        row["requests"], row["request_writes"] = request_delta(self.requests, request_totals(self.conns))
+        totals = request_totals(self.conns)
+        row["requests"], row["request_writes"], row["writes_by_resource"] = request_delta(self.requests, totals)
         for name, pid, before in zip(("apiserver", "etcd"), self.pids, self.cpu):
             after = cpu_seconds(pid)
             row[f"{name}_cpu_seconds"] = after - before if None not in (after, before) else None
@@ -697,7 +671,7 @@ def measure(run, method):
         run.store.track(kcm)
         row["kcm_settled"] = settle(plane)
         row["kcm_settle_seconds"] = time.perf_counter() - started
-        row["kcm_rss_before_mib"] = _rss_kib(kcm.pid) / 1024.0
+        row["kcm_rss_before_mib"] = rss_kib(kcm.pid) / 1024.0
     row["background_revs_per_s"] = idle_rate(plane, 6.0)
     counters = Counters(plane, conns)
     roots = [kcm.pid] if kcm else []
@@ -712,12 +686,23 @@ def measure(run, method):
     row["peak_mib"] = rss.peak_mib
     counters.into(row)
     if kcm is not None:
-        row["kcm_rss_after_mib"] = _rss_kib(kcm.pid) / 1024.0
+        row["kcm_rss_after_mib"] = rss_kib(kcm.pid) / 1024.0
     after = audit(plane)
     row["old_after"], row["old_after_per_resource"], _unused = old_objects(after, served)
     row["crd_stored_versions_after"] = ((after.get("crds") or {}).get(CRD_NAME) or {}).get("stored_versions")
     row["verified"] = row["old_after"] == 0
     return row
+
+
+def junit_tasks(directory):
+    """[task name, seconds] of every task the junit callback reported (run and skipped), in play order."""
+    import xml.etree.ElementTree as ET
+    tasks = []
+    for path in sorted(Path(directory).glob("*.xml")):
+        for case in ET.parse(path).getroot().iter("testcase"):
+            name = re.sub(r"^\[[^]]*\] [^:]*: ", "", case.get("name", ""))  # "[host] play: task"
+            tasks.append([name, round(float(case.get("time") or 0.0), 2)])
+    return tasks
 
 
 SUMMARY_ROW = re.compile(r"^\s*\"?\s*(\S+)\s+(succeeded|failed|started|stopped|skipped)\s+(client|intree|sigs)\s+(\S+)\s+(\d+)")
@@ -748,13 +733,11 @@ def scale(plane, args, logdir):
             for method in SCALE_METHODS:  # the methods take turns, so that a change in the load hits them alike
                 config = {"kind": "scale", "state": state, "list_path": real.LIST_PATH, "method": method,
                           "concurrency": concurrency}
-                out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(config)],
-                                     env=ansible_env(), capture_output=True, text=True, check=False,
-                                     timeout=args.method_timeout)
-                if out.returncode:
-                    print(f"scale {method} c{concurrency} failed: {out.stderr[-800:]}", flush=True)
-                    continue
-                runs[method].append(json.loads(out.stdout.strip().splitlines()[-1]))
+                try:
+                    runs[method].append(run_child(__file__, ["--child", json.dumps(config)], ansible_env(),
+                                                  f"scale {method} c{concurrency}", args.method_timeout))
+                except RuntimeError as error:
+                    print(str(error)[-800:], flush=True)
         for method, results in runs.items():
             if results:
                 ordered = sorted(results, key=lambda r: r["seconds"])
@@ -781,7 +764,7 @@ def scale_child(config):
     import resource
 
     import bench_real_apiserver as real
-    from bench_migration import PeakRss
+    from _common import PeakRss
     real.LIST_PATH = config["list_path"]
     if config["method"] == "ansible":  # ansible-playbook of one storage_migration task (configmaps, every namespace)
         print(json.dumps(real.ansible_child(config["state"], config["concurrency"], "ansible")))
@@ -839,6 +822,9 @@ def print_table(results):
         if row["method"] == "a-playbook":
             migrated = detail.get("resources_migrated") or []
             notes.append(f"{len(migrated)} resources in its summary, {sum(r[2] for r in migrated)} objects")
+            slowest = sorted(detail.get("task_seconds") or [], key=lambda t: -t[1])[:4]
+            if slowest:
+                notes.append("slowest tasks: " + ", ".join(f"{name.rpartition(' : ')[2][:40]} {sec:.1f} s" for name, sec in slowest))
         if row.get("crd_stored_versions_after"):
             notes.append(f"CRD storedVersions {row['crd_stored_versions_after']}")
         if not row.get("completed"):
@@ -849,6 +835,7 @@ def print_table(results):
               f"| {row.get('old_before')} | {row.get('etcd_writes')} | {fmt(ratio, '{:.2f}')} | {requests} "
               f"| {fmt(row.get('peak_mib'), '{:.0f}')} | {fmt(row.get('apiserver_cpu_seconds'))} "
               f"| {fmt(row.get('etcd_cpu_seconds'))} | {fmt(row.get('background_revs_per_s'))} | {'; '.join(notes)} |")
+    print_writes(rows)
     ratios = results.get("ratios") or {}
     if ratios:
         print()
@@ -856,6 +843,24 @@ def print_table(results):
             print(f"- {key}: {value}")
     if results.get("scale"):
         print_scale(results)
+
+
+def print_writes(rows, top=8):
+    """Where each method's writes went: API write requests by resource and verb, the apiserver's etcd requests by type
+    (an update that changes nothing reaches the API count, not etcd's)."""
+    print()
+    print("| method | API writes by resource (largest first) | apiserver -> etcd requests by type |")
+    print("| --- | --- | --- |")
+    for row in rows:
+        found = row.get("writes_by_resource") or {}
+        cells = []
+        for key in ("api_writes", "etcd"):
+            items = list((found.get(key) or {}).items())
+            text = ", ".join(f"{name} {count}" for name, count in items[:top])
+            if len(items) > top:
+                text += f", {len(items) - top} more: {sum(c for _n, c in items[top:])}"
+            cells.append(text or "-")
+        print(f"| {row['method']} | {cells[0]} | {cells[1]} |")
 
 
 def print_scale(results):

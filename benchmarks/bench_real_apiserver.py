@@ -65,7 +65,7 @@ sys.path.insert(0, os.path.join(REPO, "collections"))
 sys.path.insert(0, HERE)
 
 import bench_migration  # noqa: E402  (the migrator run as in the simulator benchmark)
-from bench_migration import PeakRss  # noqa: E402  (peak RSS growth measured as there too)
+from _common import PeakRss, ansible_env, run_child, run_module  # noqa: E402
 
 NAMESPACE = "bench"
 LIST_PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
@@ -174,13 +174,6 @@ def summary_rows(stdout):
     return rows
 
 
-def ansible_env():
-    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), ANSIBLE_NOCOLOR="1",
-                ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_LOCALHOST_WARNING="0",
-                ANSIBLE_PYTHON_INTERPRETER=sys.executable,
-                PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))
-
-
 def run_playbook(argv, log_path):
     """``ansible-playbook argv`` from process start to exit: (seconds, returncode, stdout)."""
     started = time.perf_counter()
@@ -230,11 +223,6 @@ def ansible_child(state, concurrency, variant):
 
 def preflight_child(state):
     """storage_version_check's real ``main()`` in-process (target 1.33), the collection's transports wrapped."""
-    import contextlib
-    import io
-
-    from ansible.module_utils.testing import patch_module_args
-
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import transport
     from ansible_collections.kubeupgrade.storage.plugins.modules import storage_version_check
 
@@ -253,15 +241,9 @@ def preflight_child(state):
         cls.send = counted(cls.send)
     params = {"kubeconfig": state["kubeconfig"], "endpoints": state["endpoints"], "target_release": "1.33",
               "fail_on": []}
-    out = io.StringIO()
     started = time.perf_counter()
-    with patch_module_args(params), contextlib.redirect_stdout(out):
-        try:
-            storage_version_check.main()
-        except SystemExit:
-            pass
+    result = run_module(storage_version_check, params)
     seconds = time.perf_counter() - started
-    result = json.loads(out.getvalue().strip().splitlines()[-1])
     verdicts = {}
     for item in result.get("resources") or []:
         verdict = item.get("verdict") if isinstance(item, dict) else None
@@ -299,12 +281,8 @@ def child(args):
 
 
 def measure(state, method, concurrency=1):
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child", json.dumps(state), "--method", method,
-                          "--concurrency", str(concurrency)], env=ansible_env(), capture_output=True, text=True,
-                         check=False)
-    if out.returncode:
-        raise RuntimeError(f"{method} at concurrency {concurrency} failed: {out.stderr[-3000:]}{out.stdout[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return run_child(__file__, ["--child", json.dumps(state), "--method", method, "--concurrency", str(concurrency)],
+                     ansible_env(), f"{method} at concurrency {concurrency}")
 
 
 def etcd_revision(conns):

@@ -18,7 +18,7 @@ Measured, each reader in a fresh child process:
                save`` of it (the save is timed too). ``timings`` are the module's own (copy, start, read, total:
                total includes the teardown); the child wraps a few functions of the module from the outside (no
                change to plugins/) to split each phase further ("where the time goes").
-Memory: the module process's peak RSS growth during the run (``PeakRss`` of bench_migration.py) and its absolute
+Memory: the module process's peak RSS growth during the run (``PeakRss`` of _common.py) and its absolute
 peak (``ru_maxrss``); the scratch etcd's and the target apiserver's ``VmHWM``, sampled every 0.1 s from /proc by
 this parent for processes whose command line names the run's own ``kubeupgrade-rehearsal-*`` workspace (the last
 sample before teardown), and the largest sum of the RSS of all three at one sample, against the module's own
@@ -62,7 +62,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 
-from bench_migration import PeakRss  # noqa: E402  (peak RSS growth measured as in the other benchmarks)
+from _common import ETCDCTL_TIMEOUT, PeakRss, Sampler, cmdline, cpu_seconds, status_kib  # noqa: E402
 
 MARKER = "kubeupgrade-rehearsal-"  # scratch.PREFIX: the workspace directory every started process names
 SOURCE_RELEASE, TARGET_RELEASE = "1.32", "1.33"
@@ -209,42 +209,10 @@ def delta(before, after):
             "cpu_seconds": after["cpu_seconds"] - before["cpu_seconds"], "seconds": after["at"] - before["at"]}
 
 
-TICK = os.sysconf("SC_CLK_TCK")
-
-
-def cpu_seconds(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            fields = handle.read().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    return (int(fields[11]) + int(fields[12])) / TICK
-
-
 # --- sampling the rehearsal's processes from outside ------------------------------------------------------------
 
 
-def _status_kib(pid):
-    found = {}
-    try:
-        with open(f"/proc/{pid}/status") as handle:
-            for line in handle:
-                if line.startswith(("VmHWM:", "VmRSS:")):
-                    found[line.split(":")[0]] = int(line.split()[1])
-    except OSError:
-        return None
-    return found
-
-
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return [part.decode("utf-8", "replace") for part in handle.read().split(b"\x00") if part]
-    except OSError:
-        return []
-
-
-class ProcessSampler:
+class ProcessSampler(Sampler):
     """Every ``interval`` s: VmHWM, VmRSS and CPU time of the module process and of every process whose command line
     names ``marker`` (the run's workspace); keeps each one's last sample (VmHWM only grows) and the largest RSS sum."""
 
@@ -253,16 +221,6 @@ class ProcessSampler:
         self.processes = {module_pid: {"role": "module", "first_seen": 0.0}}
         self.peak_sum_kib, self.peak_sum_at = 0, None
         self.started = time.monotonic()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
-
-    def __enter__(self):
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        self._thread.join()
 
     def _role(self, argv):
         name = os.path.basename(argv[0]) if argv else ""
@@ -274,11 +232,6 @@ class ProcessSampler:
             return "snapshot restore"
         return name or "other"
 
-    def _loop(self):
-        while not self._stop.is_set():
-            self.sample()
-            self._stop.wait(self.interval)
-
     def sample(self):
         now = time.monotonic() - self.started
         for entry in os.listdir("/proc"):
@@ -286,7 +239,7 @@ class ProcessSampler:
                 continue
             pid = int(entry)
             if pid not in self.processes:
-                argv = _cmdline(pid)
+                argv = cmdline(pid)
                 if not any(self.marker in part for part in argv):
                     continue
                 self.processes[pid] = {"role": self._role(argv), "first_seen": round(now, 2)}
@@ -294,7 +247,7 @@ class ProcessSampler:
         for pid, info in self.processes.items():
             if info.get("gone"):
                 continue
-            status = _status_kib(pid)
+            status = status_kib(pid, ("VmHWM", "VmRSS"))
             cpu = cpu_seconds(pid)
             if not status or cpu is None:
                 info["gone"] = round(now, 2)
@@ -486,7 +439,7 @@ def measured(live, function):
 
 def etcdctl_get(plane):
     with open(os.devnull, "wb") as devnull:
-        subprocess.run(["etcdctl", "get", "--prefix", "/registry", "-w", "json"], env=plane.etcd.etcdctl_env(),
+        subprocess.run(["etcdctl", ETCDCTL_TIMEOUT, "get", "--prefix", "/registry", "-w", "json"], env=plane.etcd.etcdctl_env(),
                        stdout=devnull, check=True)
 
 
