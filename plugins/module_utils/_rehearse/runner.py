@@ -493,7 +493,6 @@ def not_rehearsed(reason: str) -> dict:
 def run(kum) -> dict:
     """Entry point of the module; fails with the result when something blocks."""
     params = kum.params
-    _check_options(params)
     with binaries.ImageMounts(params.get("containerd_address")) as mounts:
         try:
             plan_ = plan(params, mounts)
