@@ -12,21 +12,19 @@ from __future__ import annotations
 
 import copy
 import traceback
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 from urllib.parse import unquote
 
 from ansible.module_utils.basic import AnsibleModule, missing_required_lib
 from ansible.module_utils.common.validation import check_type_float, check_type_int
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import (
     HAS_KUBERNETES,
     ConnectionSettings,
     check_url,
     remove_stale_private_dirs,
 )
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import Observer
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import (
     check_no_credentials,
     check_number,
@@ -35,7 +33,9 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate impo
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.connection_args import connection_argument_spec
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+
+if TYPE_CHECKING:  # imported where used: a module without a connection (hash, audit, snapshot) never compiles them
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 
 # Keys whose values are secret wherever they are in a kubeconfig (a user's, an auth-provider's config).
 _SECRET_KUBECONFIG_KEYS = ("token", "password", "client-key-data", "client-certificate-data", "id-token", "refresh-token",
@@ -180,6 +180,10 @@ class KubeUpgradeModule:
     def client(self) -> ApiClient:
         """Client for the connection's host (the load balancer, usually): for cluster-wide reads and writes."""
         if self._client is None:
+            from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import (  # pylint: disable=import-outside-toplevel
+                ApiClient,
+            )
+
             self._client = ApiClient(ConnectionSettings.from_params(self.params))
         return self._client
 
@@ -205,6 +209,13 @@ class KubeUpgradeModule:
     def observer(self, profiles=None):
         """The ``Observer`` of every apiserver in ``endpoints`` (cluster-wide reads through the connection's host),
         with ``profiles`` (default: the shipped release profiles): the one way a module's runner observes them."""
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import (  # pylint: disable=import-outside-toplevel
+            Observer,
+        )
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import (  # pylint: disable=import-outside-toplevel
+            load_profiles,
+        )
+
         return Observer(self.endpoint_clients(), load_profiles() if profiles is None else profiles, self.client())
 
     def _check_shared_options(self) -> None:

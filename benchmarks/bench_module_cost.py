@@ -1,0 +1,402 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Benchmark the fixed cost of one module task of the collection as ansible-playbook runs it, against Ansible's
+minimal module (``ansible.builtin.ping``) measured in the same run (issue 30, item 2).
+
+Rows, each a module task that does almost nothing:
+  debug   ``ansible.builtin.debug``: Ansible's own cost of a task, no module process (an action plugin)
+  ping    ``ansible.builtin.ping``: the baseline module: AnsiballZ payload of ``ansible.module_utils.basic``, one
+          Python process on the host
+  hash    ``kubeupgrade.storage.storage_version_hash`` (``version: v1, kind: Pod``): no connection
+  info    ``kubeupgrade.storage.storage_version_info`` against one simulated apiserver (tests/simulator, TLS): one
+          observation of one endpoint
+  audit   ``kubeupgrade.storage.storage_version_audit`` against an etcd holding one ConfigMap (etcd 3.5 of
+          ``KUBEUPGRADE_TEST_K8S_ASSETS``, else the one on PATH; the row is left out without either)
+End to end: a play of ``--tasks`` copies of the task on localhost (connection local, ``ANSIBLE_PIPELINING=1``: the
+module's payload is piped to the interpreter, as the collection's docs advise), timed from ansible-playbook's start to
+its exit; ``s / task`` = (that time - the time of a play of one ``debug`` task) / ``--tasks``, the median of
+``--repeat`` plays (the rows take turns, so a change in the machine's load hits them alike).
+End-to-end CPU: the CPU seconds of ansible-playbook and of every process it waited for (workers, module processes),
+per task the same way: less sensitive than wall time to what else runs on the machine.
+Module process alone: each module's AnsiballZ file (kept by a run with ``ANSIBLE_KEEP_REMOTE_FILES=1``, the task's
+arguments inside it) run directly by this interpreter ``--runs`` times: wall seconds (median) and CPU seconds of the
+process, its peak RSS; then ``--importtime-runs`` more under ``python -X importtime``: the import time (self times
+summed, median of those runs, the importtime run's own overhead included) of the collection's module_utils
+(``ansible_collections.kubeupgrade.*``: compiled from source at every run, since the payload is a zip of .py files), of
+``ansible.module_utils`` (also from the zip) and of the rest (standard library and third-party packages, from their
+cached bytecode), and how many of the collection's files it imported.
+Imports alone: the module (its module-level imports, nothing run) imported from the payload's zip in a fresh
+interpreter, ``--import-runs`` times, the rows taking turns: CPU seconds (median and fastest) and wall seconds.
+Every ratio is to ``ping`` in the same run; with ``--baseline REF`` the collection rows run a second time with the
+collection's files as they are at that git commit (``git archive``), and ``x REF`` is this checkout's row over that one.
+
+    export PATH=$PWD/.venv/bin:$PATH KUBEUPGRADE_TEST_K8S_ASSETS=$PWD/.cache/k8s-assets
+    python benchmarks/bench_module_cost.py                          # about 5 minutes on 2 cores (twice with --baseline)
+    python benchmarks/bench_module_cost.py --baseline HEAD          # this tree's changes against the last commit
+    python benchmarks/bench_module_cost.py --tasks 2 --repeat 1 --runs 2 --import-runs 3 --rows ping hash   # a look
+
+The machine's other work shows in every row alike: compare the ratios within one run. JSON goes to
+benchmarks/results/module-cost-<stamp>.json. Not a test: nothing is asserted.
+
+Results (2 cores shared with another engineer's test runs, Python 3.13, ansible-core 2.21.5, commit 59e7f66 and
+its module.py with lazy imports):
+  quietest run (load 1.0 at the start, 7.9 at the end)  s / task  x ping  CPU s / task   process alone s (CPU s)
+  debug                                                   0.024   0.05      0.025           -
+  ping                                                    0.519   1.00      0.472        0.371 (0.334)
+  hash    storage_version_hash                            0.693   1.33      0.709        0.636 (0.564)
+  info    storage_version_info, one simulated apiserver   0.980   1.89      0.928        0.701 (0.609)
+  audit   storage_version_audit, etcd with one key        0.986   1.90      0.937        0.862 (0.720)
+  A module task of the collection costs 0.7-1.0 s (1.3-1.9x ping's 0.52 s), nearly all of it its process: Python and
+  ansible.module_utils.basic (ping: 0.37 s), then the collection's imports. Importing the collection's module_utils
+  (fastest of 15 -X importtime runs of storage_version_hash's payload with the lazy module.py below, load 5-7): 85 ms
+  self time in 23 files, next to 144 ms for ansible.module_utils and 102 ms for the standard library and yaml; the
+  largest: _http.settings 13 ms, _observe.model 12 ms, _rehearse.scratch 11 ms (27 ms with its imports), profiles 10 ms.
+  Lazy imports in plugins/module_utils/module.py (ApiClient, Observer and load_profiles imported inside client() and
+  observer(), so hash, audit and snapshot no longer load _http.client/transport/diagnosis, _observe.apiserver_io and
+  what it imports: 30 -> 23 files for hash, 39 -> 32 for audit), against the eager module.py (``--baseline HEAD``)
+  in the same run; info uses all of them either way, so its ratio is the noise:
+                                          hash          audit         info (control)
+    imports alone, CPU median / fastest   0.83 / 0.89   0.92 / 0.99   0.99 / 1.02   (40 runs each, load 6-8)
+    end to end, s / task and CPU / task   0.88 / 0.89   0.93 / 0.93   0.93 / 0.95   (load 1.2 -> 3)
+    module process alone, CPU             0.87          0.90          1.04
+  hash: 0.04 s less CPU per import (0.309 against 0.347 s fastest), about 0.04-0.08 s of its 0.65-0.74 s task; audit's
+  gain is within the noise. scratch stays imported by every module (remove_leftovers calls scratch.remove_stale at
+  each start; importing it only when its glob finds a leftover would save about 27 ms more, but needs its PREFIX in
+  module.py).
+"""
+
+import argparse
+import base64
+import glob
+import json
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests"))
+sys.path.insert(0, os.path.join(REPO, "tests", "simulator"))
+sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "audit"))
+
+from _common import ansible_env  # noqa: E402
+
+ROWS = ["debug", "ping", "hash", "info", "audit"]
+COLLECTION_ROWS = ("hash", "info", "audit")
+COLLECTION = "ansible_collections.kubeupgrade.storage."
+IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
+
+
+def tasks_for(label, context):
+    """The module and its arguments of one row's task (None: the row cannot run here); ``label`` is a row, or a row
+    of the baseline collection (``hash@REF``)."""
+    row = label.partition("@")[0]
+    if row == "debug":
+        return "ansible.builtin.debug", {"msg": "nothing"}
+    if row == "ping":
+        return "ansible.builtin.ping", {}
+    if row == "hash":
+        return "kubeupgrade.storage.storage_version_hash", {"version": "v1", "kind": "Pod"}
+    if row == "info" and context.get("plane"):
+        plane = context["plane"]
+        return "kubeupgrade.storage.storage_version_info", {"kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints[:1]}
+    if row == "audit" and context.get("etcd"):
+        return "kubeupgrade.storage.storage_version_audit", {"etcd_endpoints": [context["etcd"].url]}
+    return None
+
+
+def one_configmap():
+    """A ConfigMap as kube-apiserver stores it (the protobuf envelope): an audit refuses an etcd with no key."""
+    from audit_values import protobuf_value
+    return protobuf_value("v1", "ConfigMap", raw=b"\x0a\x03one")
+
+
+def write_play(path, module, args, count):
+    play = [{"hosts": "localhost", "connection": "local", "gather_facts": False,
+             "tasks": [{"name": f"task {i}", module: args} for i in range(count)]}]
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(play, handle)
+    return path
+
+
+def env_for(label, context, extra=None):
+    """ansible-playbook's environment for a row: the baseline's collections directory for ``row@REF``."""
+    env = ansible_env()
+    env.update(ANSIBLE_PIPELINING="1", ANSIBLE_INVENTORY_UNPARSED_WARNING="0", ANSIBLE_DEPRECATION_WARNINGS="0")
+    if "@" in label:
+        env["ANSIBLE_COLLECTIONS_PATH"] = context["baseline"]
+    env.update(extra or {})
+    return env
+
+
+def export_baseline(ref, workdir):
+    """The collection's files at ``ref`` (git archive of this repository) as a collections directory of its own."""
+    root = os.path.join(workdir, "baseline", "ansible_collections", "kubeupgrade", "storage")
+    os.makedirs(root)
+    archive = subprocess.run(["git", "archive", ref, "galaxy.yml", "meta", "plugins"], cwd=REPO, capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", root], input=archive, check=True)
+    return os.path.join(workdir, "baseline")
+
+
+def play_seconds(playbook, env):
+    """(wall s, CPU s of ansible-playbook and every process it waited for: workers, module processes) of one play."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    started = time.perf_counter()
+    out = subprocess.run(["ansible-playbook", "-i", "localhost,", playbook], env=env, cwd=REPO, capture_output=True,
+                         text=True, check=False)
+    seconds = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if out.returncode or "failed=0" not in out.stdout:
+        raise RuntimeError(f"{playbook} failed:\n{out.stdout[-3000:]}\n{out.stderr[-2000:]}")
+    return seconds, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+def end_to_end(rows, context, args, workdir):
+    """{row: {"s_per_task", "cpu_per_task", "plays"}}: the rows take turns for ``repeat`` rounds; each round also times a
+    one-debug play, whose median is subtracted."""
+    base = write_play(os.path.join(workdir, "base.json"), "ansible.builtin.debug", {"msg": "nothing"}, 1)
+    plays = {row: write_play(os.path.join(workdir, f"{row.replace('@', '-at-')}.json"), *tasks_for(row, context), args.tasks)
+             for row in rows}
+    play_seconds(base, env_for("debug", context))  # warm: the controller's caches (collection loader, AnsiballZ payloads)
+    for row, playbook in plays.items():
+        play_seconds(playbook, env_for(row, context))
+    timings = {row: [] for row in rows}
+    bases = []
+    for _round in range(args.repeat):
+        bases.append(play_seconds(base, env_for("debug", context)))
+        for row, playbook in plays.items():
+            timings[row].append(play_seconds(playbook, env_for(row, context)))
+    base_s, base_cpu = (statistics.median(values) for values in zip(*bases))
+    found = {"_base": {"plays": [round(v[0], 3) for v in bases], "median": base_s, "cpu_median": base_cpu}}
+    for row, values in timings.items():
+        walls, cpus = zip(*values)
+        found[row] = {"s_per_task": (statistics.median(walls) - base_s) / args.tasks,
+                      "cpu_per_task": (statistics.median(cpus) - base_cpu) / args.tasks, "plays": [round(v, 3) for v in walls]}
+    return found
+
+
+def kept_payloads(rows, context, workdir):
+    """{row: path of its AnsiballZ file}, kept by one run without pipelining (debug has none)."""
+    remote = os.path.join(workdir, "remote-tmp")
+    found = {}
+    for row in rows:
+        if row == "debug":
+            continue
+        env = env_for(row, context, {"ANSIBLE_PIPELINING": "0", "ANSIBLE_KEEP_REMOTE_FILES": "1", "ANSIBLE_REMOTE_TMP": remote})
+        before = set(glob.glob(os.path.join(remote, "ansible-tmp-*")))
+        play_seconds(write_play(os.path.join(workdir, f"keep-{row.replace('@', '-at-')}.json"), *tasks_for(row, context), 1), env)
+        new = sorted(set(glob.glob(os.path.join(remote, "ansible-tmp-*"))) - before)
+        files = [f for d in new for f in glob.glob(os.path.join(d, "AnsiballZ_*.py"))]
+        if len(files) != 1:
+            raise RuntimeError(f"{row}: expected one kept AnsiballZ file, found {files}")
+        found[row] = files[0]
+    return found
+
+
+def run_payload(path, importtime=False):
+    """(wall s, CPU s, peak RSS MiB, stderr) of one direct run of an AnsiballZ file (its own rusage, from wait4)."""
+    argv = [sys.executable] + (["-X", "importtime"] if importtime else []) + [path]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        started = time.perf_counter()
+        process = subprocess.Popen(argv, cwd=os.path.dirname(path), stdout=out, stderr=err)
+        _pid, status, usage = os.wait4(process.pid, 0)
+        wall = time.perf_counter() - started
+        process.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    if process.returncode or '"failed": true' in stdout:
+        raise RuntimeError(f"{path} failed: {stdout[-2000:]} {stderr[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024.0, stderr
+
+
+def import_split(stderr):
+    """Import seconds (self times summed) by origin, and the collection's modules imported."""
+    split = {"collection": 0, "ansible.module_utils": 0, "other": 0}
+    collection = []
+    for line in stderr.splitlines():
+        match = IMPORT_LINE.match(line)
+        if not match:
+            continue
+        self_us, name = int(match.group(1)), match.group(4)
+        if name.startswith(COLLECTION):
+            split["collection"] += self_us
+            collection.append(name[len(COLLECTION):])
+        elif name.startswith("ansible.module_utils") or name == "ansible":
+            split["ansible.module_utils"] += self_us
+        else:
+            split["other"] += self_us
+    return {key: value / 1e6 for key, value in split.items()}, collection
+
+
+def module_alone(payloads, args):
+    """{row: wall/CPU/peak medians of ``runs`` direct runs, then one -X importtime run's split}; rows take turns."""
+    runs = {row: [] for row in payloads}
+    for path in payloads.values():
+        run_payload(path)  # warm the page cache and the interpreter's own bytecode
+    for _round in range(args.runs):
+        for row, path in payloads.items():
+            runs[row].append(run_payload(path)[:3])
+    timed = {row: [] for row in payloads}
+    for _round in range(args.importtime_runs):
+        for row, path in payloads.items():
+            timed[row].append(run_payload(path, importtime=True))
+    found = {}
+    for row, path in payloads.items():
+        splits = [import_split(stderr) for _wall, _cpu, _peak, stderr in timed[row]]
+        split = {key: statistics.median(s[key] for s, _names in splits) for key in splits[0][0]}
+        collection = splits[0][1]
+        walls, cpus, peaks = zip(*runs[row])
+        found[row] = {"wall": statistics.median(walls), "cpu": statistics.median(cpus), "peak_mib": max(peaks),
+                      "importtime_wall": statistics.median(t[0] for t in timed[row]), "imports": split,
+                      "collection_modules": len(collection), "collection_names": collection,
+                      "payload_kib": payload_kib(path)}
+    return found
+
+
+IMPORT_CHILD = """
+import sys, time
+sys.path.insert(0, sys.argv[1])
+cpu, wall = time.process_time(), time.perf_counter()
+__import__(sys.argv[2])
+print(time.process_time() - cpu, time.perf_counter() - wall)
+"""
+
+
+def payload_zip(path, workdir, row):
+    """The zip of module and module_utils inside an AnsiballZ file, written for ``row``; (zip path, module's name)."""
+    with open(path, encoding="utf-8") as handle:
+        text = handle.read()
+    data = re.search(r"zip_data='([^']*)'", text).group(1)
+    name = re.search(r"module_fqn='([^']*)'", text).group(1)
+    target = os.path.join(workdir, f"payload-{row.replace('@', '-at-')}.zip")  # hash and hash@REF: one file name each
+    with open(target, "wb") as handle:
+        handle.write(base64.b64decode(data))
+    return target, name
+
+
+def imports_alone(payloads, args, workdir):
+    """{row: medians of the CPU and wall seconds of importing the module from its payload zip in a fresh interpreter}:
+    what the module's imports cost with nothing else (Python's own start excluded), compiled from the zip as AnsiballZ
+    does; ``--import-runs`` runs, the rows taking turns."""
+    zips = {row: payload_zip(path, workdir, row) for row, path in payloads.items()}
+    runs = {row: [] for row in zips}
+    for _round in range(args.import_runs + 1):
+        for row, (zip_path, name) in zips.items():
+            out = subprocess.run([sys.executable, "-c", IMPORT_CHILD, zip_path, name], capture_output=True, text=True,
+                                 check=True)
+            if _round:  # the first round warms the page cache
+                runs[row].append([float(v) for v in out.stdout.split()])
+    return {row: {"cpu": statistics.median(r[0] for r in values), "wall": statistics.median(r[1] for r in values),
+                  "cpu_min": min(r[0] for r in values)} for row, values in runs.items()}
+
+
+def payload_kib(path):
+    """Size of the AnsiballZ file (the base64 zip of the module and its module_utils, and the arguments)."""
+    return os.path.getsize(path) / 1024.0
+
+
+def ratio(value, base):
+    return f"{value / base:.2f}" if isinstance(value, (int, float)) and base else "-"
+
+
+def print_tables(results):
+    e2e, alone = results["end_to_end"], results["module_alone"]
+    ping_task = (e2e.get("ping") or {}).get("s_per_task")
+    print(f"\nEnd to end: {results['tasks']} tasks per play, median of {results['repeat']} plays; one-debug play "
+          f"{e2e['_base']['median']:.2f} s (Ansible's start, subtracted); load {results['loadavg_before']}")
+    name = results.get("baseline") or "baseline"
+    ping_cpu = (e2e.get("ping") or {}).get("cpu_per_task")
+    print(f"| row | s / task | x ping | x {name} | CPU s / task | x ping | x {name} | plays s |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+    for row in results["rows"]:
+        item, base = e2e[row], e2e.get(f"{row}@{results.get('baseline')}") or {}
+        print(f"| {row} | {item['s_per_task']:.3f} | {ratio(item['s_per_task'], ping_task)} "
+              f"| {ratio(item['s_per_task'], base.get('s_per_task'))} | {item['cpu_per_task']:.3f} "
+              f"| {ratio(item['cpu_per_task'], ping_cpu)} | {ratio(item['cpu_per_task'], base.get('cpu_per_task'))} "
+              f"| {item['plays']} |")
+    ping = alone.get("ping")
+    print(f"\nModule process alone (AnsiballZ file run directly, median of {results['runs']}); imports: self times "
+          f"summed, median of {results['importtime_runs']} -X importtime runs")
+    print(f"| row | wall s | x ping | x {name} | CPU s | x ping | x {name} | peak MiB "
+          "| collection imports s (files) | ansible.module_utils s | other imports s | payload KiB |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row, item in alone.items():
+        base = alone.get(f"{row}@{results.get('baseline')}") or {}
+        imports = item["imports"]
+        print(f"| {row} | {item['wall']:.3f} | {ratio(item['wall'], (ping or {}).get('wall'))} "
+              f"| {ratio(item['wall'], base.get('wall'))} | {item['cpu']:.3f} | {ratio(item['cpu'], (ping or {}).get('cpu'))} "
+              f"| {ratio(item['cpu'], base.get('cpu'))} | {item['peak_mib']:.0f} "
+              f"| {imports['collection']:.3f} ({item['collection_modules']}) | {imports['ansible.module_utils']:.3f} "
+              f"| {imports['other']:.3f} | {item['payload_kib']:.0f} |")
+    imports = results["imports_alone"]
+    ping_import = (imports.get("ping") or {}).get("cpu")
+    print(f"\nImports alone: the module imported from its payload zip in a fresh interpreter (compiled from source, "
+          f"as AnsiballZ does), median and fastest of {results['import_runs']}")
+    print(f"| row | import CPU s | x ping | x {name} | fastest CPU s | x {name} | import wall s | x {name} |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for row, item in imports.items():
+        base = imports.get(f"{row}@{results.get('baseline')}") or {}
+        print(f"| {row} | {item['cpu']:.3f} | {ratio(item['cpu'], ping_import)} | {ratio(item['cpu'], base.get('cpu'))} "
+              f"| {item['cpu_min']:.3f} | {ratio(item['cpu_min'], base.get('cpu_min'))} "
+              f"| {item['wall']:.3f} | {ratio(item['wall'], base.get('wall'))} |")
+    print(f"\nload average after {results['loadavg_after']}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", nargs="+", default=ROWS, choices=ROWS)
+    parser.add_argument("--tasks", type=int, default=10, help="tasks per play in the end-to-end rows")
+    parser.add_argument("--repeat", type=int, default=3, help="plays per row (median)")
+    parser.add_argument("--runs", type=int, default=10, help="direct runs of each module's AnsiballZ file (median)")
+    parser.add_argument("--import-runs", type=int, default=30, help="imports of each module from its payload (median)")
+    parser.add_argument("--importtime-runs", type=int, default=3, help="runs under -X importtime (median per origin)")
+    parser.add_argument("--baseline", metavar="REF", help="also run the collection's modules as they are at this git "
+                        "commit (rows named row@REF), in the same run")
+    parser.add_argument("--no-save", action="store_true", help="print only; no JSON in benchmarks/results")
+    args = parser.parse_args()
+    results = {"rows": [], "tasks": args.tasks, "repeat": args.repeat, "runs": args.runs, "nproc": os.cpu_count(),
+               "importtime_runs": args.importtime_runs, "import_runs": args.import_runs,
+               "loadavg_before": [round(v, 2) for v in os.getloadavg()], "python": sys.version.split()[0]}
+    with tempfile.TemporaryDirectory(prefix="bench-module-cost-") as workdir:
+        context = {}
+        try:
+            if "info" in args.rows:
+                from apisim.harness import ControlPlane
+                context["plane"] = ControlPlane(os.path.join(workdir, "plane"), apiservers=1).__enter__()
+            if "audit" in args.rows:
+                import etcd_fixture
+                version = "3.5" if etcd_fixture.etcd_binary("3.5") else None
+                if etcd_fixture.etcd_binary(version):
+                    context["etcd"] = etcd_fixture.EtcdServer(os.path.join(workdir, "etcd"), version=version).__enter__()
+                    context["etcd"].put("/registry/configmaps/default/one", one_configmap())
+            rows = [row for row in args.rows if tasks_for(row, context)]
+            if args.baseline:
+                context["baseline"] = export_baseline(args.baseline, workdir)
+                rows = [label for row in rows for label in ([row, f"{row}@{args.baseline}"] if row in COLLECTION_ROWS else [row])]
+            results["rows"], results["baseline"] = rows, args.baseline
+            results["end_to_end"] = end_to_end(results["rows"], context, args, workdir)
+            payloads = kept_payloads(results["rows"], context, workdir)
+            results["imports_alone"] = imports_alone(payloads, args, workdir)
+            results["module_alone"] = module_alone(payloads, args)
+        finally:
+            for key in ("etcd", "plane"):
+                if context.get(key):
+                    context[key].__exit__(None, None, None)
+    results["loadavg_after"] = [round(v, 2) for v in os.getloadavg()]
+    print_tables(results)
+    if not args.no_save:
+        os.makedirs(os.path.join(HERE, "results"), exist_ok=True)
+        path = os.path.join(HERE, "results", f"module-cost-{time.strftime('%Y%m%d-%H%M%S')}.json")
+        with open(path, "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2)
+        print(f"JSON: {path}")
+
+
+if __name__ == "__main__":
+    main()
