@@ -89,6 +89,17 @@ hashes:
   returned: always
   type: dict
   sample: {"deployments.apps": {"https://10.0.0.11:6443": "8aSe+NMegvE=", "https://10.0.0.12:6443": "8aSe+NMegvE="}}
+storage_versions:
+  description:
+    - The storage version of each resource every endpoint agreed on in the last poll, the hash mapped back to its version
+      (a hash that maps to no known version leaves its resource out).
+    - Given to M(kubeupgrade.storage.storage_version_audit) as
+      O(kubeupgrade.storage.storage_version_audit#module:readable_versions), the audit lists every object stored in another
+      version, which M(kubeupgrade.storage.storage_migration) then rewrites alone with
+      O(kubeupgrade.storage.storage_migration#module:objects_from_audit) (what the migrate role does with etcd settings).
+  returned: always
+  type: dict
+  sample: {"deployments.apps": "v1", "widgets.example.com": "v2"}
 disagreeing:
   description: Resources whose endpoints report different hashes in the last poll.
   returned: always
@@ -147,7 +158,7 @@ def argument_spec() -> dict:
     }
 
 
-EMPTY_RESULT = {"agreed": False, "polls_observed": 0, "hashes": {}, "disagreeing": [], "unready": [], "unreachable_endpoints": [],
+EMPTY_RESULT = {"agreed": False, "polls_observed": 0, "hashes": {}, "storage_versions": {}, "disagreeing": [], "unready": [], "unreachable_endpoints": [],
                 "endpoints": [], "failed_group_versions": {}, "waiting_helps": True}
 
 

@@ -70,8 +70,10 @@ options:
     default: []
   readable_versions:
     description:
-      - Versions a target can decode, per resource (a mapping such as C(widgets.example.com) to C([v1])); adds to and overrides
-        O(target_release). With each resource's current storage version, it lists the objects a migration must rewrite.
+      - Versions a target can decode, per resource (a mapping such as C(widgets.example.com) to C([v1]), or to one version
+        C(v1)); adds to and overrides O(target_release). With each resource's current storage version (the
+        RV(kubeupgrade.storage.storage_version_agreement#module:storage_versions) of an agreement), it lists the objects a
+        migration must rewrite.
     type: dict
   profiles_file:
     description:

@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import collections_path
-from real_binaries import SCHEMA, create, explain, report, run, seed_132, unreadable, wait_for, write_inventory
+from real_binaries import GADGETS_CRD, SCHEMA, create, explain, report, run, seed_132, unreadable, wait_for, write_inventory
 from test_demo import readme_block
 
 pytestmark = pytest.mark.slow
@@ -301,6 +301,59 @@ def test_first_preflight_with_etcd_access_is_measured_not_unknown(real_plane_fac
     # The records were set from etcd: each names exactly the hash the apiservers store in (nothing older was stored).
     for name, status in records(plane).items():
         assert "Unknown" not in status.get("persistedStorageVersionHashes", []), (name, status)
+
+
+def gadget_writes(plane) -> int:
+    """PUTs and PATCHes of gadgets every apiserver of ``plane`` answered, from its own request counter."""
+    total = 0
+    for index in range(len(plane.endpoints)):
+        status, text = plane.request("GET", "/metrics", index=index)
+        assert status == 200, text
+        total += sum(int(float(line.rsplit(" ", 1)[1])) for line in text.splitlines()
+                     if line.startswith("apiserver_request_total{") and 'resource="gadgets"' in line
+                     and re.search(r'verb="(PUT|PATCH|APPLY)"', line))
+    return total
+
+
+def test_migrate_yml_with_etcd_settings_rewrites_only_the_objects_stored_in_an_old_version(
+        real_plane_factory, ansible_playbook, tmp_path):
+    """With etcd settings, migrate.yml audits etcd against each resource's current storage version (what the
+    apiservers agree on) and rewrites only the objects the audit names: 4 gadgets stored as v1alpha1 are rewritten,
+    the 3 already stored as v1 are not (counted by the apiservers), nothing is left old and storedVersions is pruned."""
+    plane = real_plane_factory(["1.32", "1.32"])
+    crd = json.loads(json.dumps(GADGETS_CRD))
+    crd["spec"]["versions"][0]["storage"], crd["spec"]["versions"][1]["storage"] = True, False
+    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    wait_for(lambda: plane.request("GET", "/apis/example.com/v1alpha1/gadgets")[0] == 200, "the gadgets CRD to be served")
+    create(plane, "/api/v1/namespaces", {"metadata": {"name": "app"}})
+
+    def gadget(name):
+        return {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": name}, "spec": {"size": 1}}
+    for i in range(4):
+        create(plane, "/apis/example.com/v1/namespaces/app/gadgets", gadget(f"old{i}"))
+    crd = plane.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com")
+    crd["spec"]["versions"][0]["storage"], crd["spec"]["versions"][1]["storage"] = False, True
+    plane.request("PUT", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com", crd)
+    wait_for(lambda: all(plane.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com",
+                                       index=i)[1]["spec"]["versions"][1]["storage"] for i in range(2)), "both apiservers to see v1 stored")
+    time.sleep(2)  # the CRD handler of each apiserver swaps its storage after the watch event
+    for i in range(3):
+        create(plane, "/apis/example.com/v1/namespaces/app/gadgets", gadget(f"new{i}"))
+
+    def stored():
+        return {key.rsplit("/", 1)[1]: json.loads(plane.etcd_value(key))["apiVersion"]
+                for key in plane.etcd_keys("/registry/example.com/gadgets/")}
+    assert stored() == {**{f"old{i}": "example.com/v1alpha1" for i in range(4)}, **{f"new{i}": "example.com/v1" for i in range(3)}}
+    before = gadget_writes(plane)
+    result = run(ansible_playbook, "migrate.yml", plane, tmp_path, kubeupgrade_etcd=plane.etcd_settings, kubeupgrade_etcd_become=False)
+    assert result.rc == 0, explain(result)
+    assert set(stored().values()) == {"example.com/v1"}, stored()
+    assert gadget_writes(plane) - before == 4, explain(result)
+    crd = plane.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com")
+    assert crd["status"]["storedVersions"] == ["v1"], crd["status"]
+    record = records(plane)["gadgets.example.com"]
+    assert record["persistedStorageVersionHashes"] == [record["currentStorageVersionHash"]], record
+    assert "Objects stored in another version than the current one (the audit):" in result.stdout, explain(result)
 
 
 # --- 3. the in-tree backend, driven by a real kube-controller-manager ---------------------------------------------

@@ -70,6 +70,20 @@ def compare(endpoints, resources: Optional[List[str]] = None, require_ready: boo
                      unready=unready, missing=missing, incomplete=incomplete)
 
 
+def storage_versions(agreement: Agreement, endpoints) -> Dict[str, str]:
+    """The version each agreed resource is stored in, where every endpoint reports the same hash and maps it to the
+    same version: what an audit must find every object stored in (its ``readable_versions``) for the resource to be
+    current. A hash that maps to no known version leaves the resource out: unknown, never guessed."""
+    result = {}
+    for name, per_endpoint in agreement.hashes.items():
+        if len(set(per_endpoint.values())) != 1 or name in agreement.disagreeing or name in agreement.missing:
+            continue
+        versions = {ep.resources[name].storage_version for ep in endpoints if ep.endpoint in per_endpoint}
+        if len(versions) == 1 and None not in versions:
+            result[name] = versions.pop()
+    return dict(sorted(result.items()))
+
+
 class AgreementTracker:
     """Agreement must hold, with the same hashes, for ``required_polls`` consecutive polls.
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement, AgreementTracker, compare
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement, AgreementTracker, compare, storage_versions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError
@@ -156,7 +156,8 @@ def result_fields(agreement, observation, polls: int, agreed: bool, ignore=froze
     """The agreement module's result after the last poll, the wait met (``agreed``) or not: the one place its fields
     are built. The last poll alone may agree while the wait was not met (too few consecutive agreeing polls)."""
     fields = last_agreement_fields(agreement)
-    fields.update(agreed=agreed, polls_observed=polls, endpoints=[ep.summary() for ep in observation.endpoints],
+    fields.update(agreed=agreed, polls_observed=polls, storage_versions=storage_versions(agreement, observation.endpoints),
+                  endpoints=[ep.summary() for ep in observation.endpoints],
                   failed_group_versions={} if agreed else observation.failed_group_versions(ignore),
                   waiting_helps=True if agreed else waiting_helps(agreement))
     return fields

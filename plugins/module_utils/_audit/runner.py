@@ -51,8 +51,9 @@ def _readable(params: dict) -> Tuple[Optional[str], Optional[Dict[str, Set[str]]
             raise ConfigurationError("readable_versions must map resource names to version lists, e.g. {widgets.example.com: [v1]}")
         readable = dict(readable or {})
         for name, versions in given.items():
-            if isinstance(versions, str) or not isinstance(versions, list) or not all(isinstance(v, str) and v for v in versions):
-                raise ConfigurationError(f"readable_versions[{name}] must be a list of versions such as [v1beta1, v1]")
+            versions = [versions] if isinstance(versions, str) else versions  # one version: the agreement's storage_versions
+            if not isinstance(versions, list) or not all(isinstance(v, str) and v for v in versions):
+                raise ConfigurationError(f"readable_versions[{name}] must be a version or a list of versions such as [v1beta1, v1]")
             readable[str(name)] = set(versions)
     return target, readable
 

@@ -113,3 +113,25 @@ def test_tracker_compares_by_value_not_identity():
 def test_tracker_rejects_zero():
     with pytest.raises(ValueError):
         agreement.AgreementTracker(0)
+
+
+def _mapped(*endpoints):
+    for endpoint in endpoints:
+        endpoint.resources = discovery.map_storage_versions(endpoint.resources)
+    return list(endpoints)
+
+
+def test_storage_versions_are_the_agreed_hashes_mapped_back_to_versions():
+    endpoints = _mapped(ep(EP1, AFTER, APPS), ep(EP2, AFTER2, APPS))
+    versions = agreement.storage_versions(agreement.compare(endpoints), endpoints)
+    assert versions["widgets.example.com"] == "v1" and versions["deployments.apps"] == "v1", versions
+
+
+def test_storage_versions_leave_out_a_disagreement_and_a_hash_that_maps_to_nothing():
+    endpoints = _mapped(ep(EP1, AFTER, APPS), ep(EP2, BEFORE2, APPS))
+    versions = agreement.storage_versions(agreement.compare(endpoints), endpoints)
+    assert "widgets.example.com" not in versions and versions["deployments.apps"] == "v1"
+    endpoints = _mapped(ep(EP1, AFTER, APPS), ep(EP2, AFTER2, APPS))
+    for endpoint in endpoints:
+        endpoint.resources["deployments.apps"].storage_version = None  # the hash of a version no profile knows
+    assert "deployments.apps" not in agreement.storage_versions(agreement.compare(endpoints), endpoints)

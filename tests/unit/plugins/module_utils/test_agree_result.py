@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import result_fields
 
 
 class _Endpoint:
     def __init__(self, url):
-        self.url = url
+        self.url = self.endpoint = url
+        self.resources = {"pods": SimpleNamespace(storage_version="v1")}
 
     def summary(self):
         return {"endpoint": self.url, "reachable": True}

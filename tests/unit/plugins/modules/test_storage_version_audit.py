@@ -38,7 +38,7 @@ def files(tmp_path):
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "names_limit": -5}, "'names_limit' must be at least -1"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "etcd_prefix": "//"}, "etcd_prefix must name"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "target_release": "0.1"}, "no release profile for Kubernetes"),
-    ({"etcd_endpoints": ["https://127.0.0.1:2379"], "readable_versions": {"pods": [1]}}, "readable_versions[pods] must be a list"),
+    ({"etcd_endpoints": ["https://127.0.0.1:2379"], "readable_versions": {"pods": [1]}}, "readable_versions[pods] must be a version or a list"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "encryption_config": "{tmp}/enc.yaml"}, "aescbc.keys[0].secret has 5 bytes"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "encryption_config": "{tmp}/notyaml.yaml"}, "is not a readable YAML file"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "encryption_config": "{tmp}/ca.crt"}, "not an EncryptionConfiguration"),
