@@ -45,6 +45,9 @@ class RawResponse:
     status: int
     headers: Dict[str, str]
     data: bytes
+    # The DER leaf certificate of the TLS connection that carried the answer (None over http or a proxy): the
+    # apiserver that answered, which a load balancer or a host's URL written for another host may hide.
+    certificate: Optional[bytes] = None
 
 
 def _short(exc: BaseException) -> str:
@@ -109,15 +112,22 @@ class _PlainConnection(_OneWrite, http.client.HTTPConnection):
 
 
 class _TlsConnection(_OneWrite, http.client.HTTPSConnection):
-    """HTTPS to an apiserver whose certificate names ``server_name`` rather than the host dialled (tls-server-name)."""
+    """HTTPS to an apiserver whose certificate names ``server_name`` rather than the host dialled (tls-server-name).
+
+    ``certificate`` is the one the peer served in this connection's handshake, read at no extra cost: it stays set
+    after the connection closes, so an answer that closed it still names who sent it."""
+
+    certificate: Optional[bytes] = None
 
     def __init__(self, host, port, timeout, context, server_name):
         super().__init__(host, port, timeout=timeout, context=context)
         self._server_name = server_name
 
     def connect(self):
+        self.certificate = None
         http.client.HTTPConnection.connect(self)
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)
+        self.certificate = self.sock.getpeercert(binary_form=True)
 
 
 class DirectTransport:
@@ -194,7 +204,7 @@ def _exchange(conn: http.client.HTTPConnection, method: str, target: str, header
     conn.endheaders(body)  # headers and body in one write (_OneWrite)
     response = conn.getresponse()
     data = response.read()
-    return RawResponse(response.status, dict(response.getheaders()), data)
+    return RawResponse(response.status, dict(response.getheaders()), data, getattr(conn, "certificate", None))
 
 
 def _dropped(sock: socket.socket) -> bool:
@@ -208,7 +218,8 @@ def _dropped(sock: socket.socket) -> bool:
 
 
 class ProxyTransport:
-    """urllib3's ProxyManager: CONNECT tunnels through http:// and https:// proxies (imported only when a proxy is set)."""
+    """urllib3's ProxyManager: CONNECT tunnels through http:// and https:// proxies (imported only when a proxy is set).
+    Its answers name no certificate: the tunnel's is the apiserver's, but urllib3 does not hand it out."""
 
     def __init__(self, settings: ConnectionSettings, maxsize: int):
         import urllib3  # pylint: disable=import-outside-toplevel
