@@ -125,12 +125,6 @@ class ApiClient:
     def for_endpoint(self, endpoint: str, option: str = "endpoints") -> ApiClient:
         return ApiClient(self.settings, endpoint, self.maxsize, option)
 
-    def server_certificate(self) -> Optional[str]:
-        """The SHA-256 of the certificate this endpoint serves (``sha256:`` and 16 hex digits), or None (http, a proxy,
-        no handshake): with the address it advertises, what tells one apiserver from another."""
-        der = self._transport.server_certificate(self.endpoint, self.settings.timeout)
-        return f"sha256:{hashlib.sha256(der).hexdigest()[:16]}" if der else None
-
     def request(self, method: str, path: str, query=None, body=None, **options) -> ApiResponse:
         """Send one request; return the response for 2xx, raise ``ApiError``/``EndpointUnreachable`` otherwise.
 

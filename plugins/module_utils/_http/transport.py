@@ -163,20 +163,6 @@ class DirectTransport:
         return _TlsConnection(parts.hostname, parts.port, timeout, self._context,
                               self.settings.tls_server_name or parts.hostname)
 
-    def server_certificate(self, endpoint: str, timeout: float) -> Optional[bytes]:
-        """The leaf certificate ``endpoint`` serves (DER), from a handshake of its own; None over http or on any
-        failure (the requests report those). Two URLs that serve one certificate may reach one apiserver."""
-        conn = self._dial(endpoint, timeout)
-        if not isinstance(conn, _TlsConnection):
-            return None
-        try:
-            conn.connect()
-            return conn.sock.getpeercert(binary_form=True)
-        except (OSError, ssl.SSLError):
-            return None
-        finally:
-            conn.close()
-
     def send(self, method: str, endpoint: str, path: str, target: str, request: tuple) -> RawResponse:
         """``request``: (headers as pairs, body bytes or None, timeout in seconds)."""
         headers, body, timeout = request
@@ -237,11 +223,6 @@ class ProxyTransport:
             tls["assert_hostname"] = False
         self._pool = urllib3.ProxyManager(settings.proxy, proxy_headers=settings.proxy_headers or None, num_pools=16,
                                           maxsize=maxsize, block=True, retries=False, **tls)
-
-    @staticmethod
-    def server_certificate(_endpoint: str, _timeout: float) -> Optional[bytes]:
-        """Not read through a proxy (the tunnel's certificate is the apiserver's, but urllib3 does not hand it out)."""
-        return None
 
     def send(self, method: str, endpoint: str, path: str, target: str, request: tuple) -> RawResponse:
         headers, body, timeout = request
