@@ -40,9 +40,16 @@ class ApiResponse:
     endpoint: Optional[str] = None
     method: Optional[str] = None
     path: Optional[str] = None
+    certificate: Optional[bytes] = None  # DER, of the TLS connection that carried this answer (``RawResponse``)
 
     def json(self):
         return parse_json_body(self, self.endpoint, self.method, self.path)
+
+    @property
+    def server_certificate(self) -> Optional[str]:
+        """The SHA-256 of the certificate the answering apiserver served (``sha256:`` and 16 hex digits), or None (http,
+        a proxy): with the address it advertises, what tells one apiserver from another behind one URL."""
+        return f"sha256:{hashlib.sha256(self.certificate).hexdigest()[:16]}" if self.certificate else None
 
     @property
     def content_type(self) -> str:
@@ -118,12 +125,6 @@ class ApiClient:
     def for_endpoint(self, endpoint: str, option: str = "endpoints") -> ApiClient:
         return ApiClient(self.settings, endpoint, self.maxsize, option)
 
-    def server_certificate(self) -> Optional[str]:
-        """The SHA-256 of the certificate this endpoint serves (``sha256:`` and 16 hex digits), or None (http, a proxy,
-        no handshake): with the address it advertises, what tells one apiserver from another."""
-        der = self._transport.server_certificate(self.endpoint, self.settings.timeout)
-        return f"sha256:{hashlib.sha256(der).hexdigest()[:16]}" if der else None
-
     def request(self, method: str, path: str, query=None, body=None, **options) -> ApiResponse:
         """Send one request; return the response for 2xx, raise ``ApiError``/``EndpointUnreachable`` otherwise.
 
@@ -142,7 +143,7 @@ class ApiClient:
             headers.append(("Content-Type", options.get("content_type") or "application/json"))
         raw = self._transport.send(method, self.endpoint, path, target,
                                    (headers, payload, options.get("timeout") or self.settings.timeout))
-        response = ApiResponse(raw.status, raw.headers, raw.data or b"", self.endpoint, method, path)
+        response = ApiResponse(raw.status, raw.headers, raw.data or b"", self.endpoint, method, path, raw.certificate)
         if raw.status >= 400:
             raise self._error(method, path, response)
         return response

@@ -45,6 +45,9 @@ class RawResponse:
     status: int
     headers: Dict[str, str]
     data: bytes
+    # The DER leaf certificate of the TLS connection that carried the answer (None over http or a proxy): the
+    # apiserver that answered, which a load balancer or a host's URL written for another host may hide.
+    certificate: Optional[bytes] = None
 
 
 def _short(exc: BaseException) -> str:
@@ -109,15 +112,22 @@ class _PlainConnection(_OneWrite, http.client.HTTPConnection):
 
 
 class _TlsConnection(_OneWrite, http.client.HTTPSConnection):
-    """HTTPS to an apiserver whose certificate names ``server_name`` rather than the host dialled (tls-server-name)."""
+    """HTTPS to an apiserver whose certificate names ``server_name`` rather than the host dialled (tls-server-name).
+
+    ``certificate`` is the one the peer served in this connection's handshake, read at no extra cost: it stays set
+    after the connection closes, so an answer that closed it still names who sent it."""
+
+    certificate: Optional[bytes] = None
 
     def __init__(self, host, port, timeout, context, server_name):
         super().__init__(host, port, timeout=timeout, context=context)
         self._server_name = server_name
 
     def connect(self):
+        self.certificate = None
         http.client.HTTPConnection.connect(self)
         self.sock = self._context.wrap_socket(self.sock, server_hostname=self._server_name)
+        self.certificate = self.sock.getpeercert(binary_form=True)
 
 
 class DirectTransport:
@@ -153,20 +163,6 @@ class DirectTransport:
         return _TlsConnection(parts.hostname, parts.port, timeout, self._context,
                               self.settings.tls_server_name or parts.hostname)
 
-    def server_certificate(self, endpoint: str, timeout: float) -> Optional[bytes]:
-        """The leaf certificate ``endpoint`` serves (DER), from a handshake of its own; None over http or on any
-        failure (the requests report those). Two URLs that serve one certificate may reach one apiserver."""
-        conn = self._dial(endpoint, timeout)
-        if not isinstance(conn, _TlsConnection):
-            return None
-        try:
-            conn.connect()
-            return conn.sock.getpeercert(binary_form=True)
-        except (OSError, ssl.SSLError):
-            return None
-        finally:
-            conn.close()
-
     def send(self, method: str, endpoint: str, path: str, target: str, request: tuple) -> RawResponse:
         """``request``: (headers as pairs, body bytes or None, timeout in seconds)."""
         headers, body, timeout = request
@@ -194,7 +190,7 @@ def _exchange(conn: http.client.HTTPConnection, method: str, target: str, header
     conn.endheaders(body)  # headers and body in one write (_OneWrite)
     response = conn.getresponse()
     data = response.read()
-    return RawResponse(response.status, dict(response.getheaders()), data)
+    return RawResponse(response.status, dict(response.getheaders()), data, getattr(conn, "certificate", None))
 
 
 def _dropped(sock: socket.socket) -> bool:
@@ -208,7 +204,8 @@ def _dropped(sock: socket.socket) -> bool:
 
 
 class ProxyTransport:
-    """urllib3's ProxyManager: CONNECT tunnels through http:// and https:// proxies (imported only when a proxy is set)."""
+    """urllib3's ProxyManager: CONNECT tunnels through http:// and https:// proxies (imported only when a proxy is set).
+    Its answers name no certificate: the tunnel's is the apiserver's, but urllib3 does not hand it out."""
 
     def __init__(self, settings: ConnectionSettings, maxsize: int):
         import urllib3  # pylint: disable=import-outside-toplevel
@@ -226,11 +223,6 @@ class ProxyTransport:
             tls["assert_hostname"] = False
         self._pool = urllib3.ProxyManager(settings.proxy, proxy_headers=settings.proxy_headers or None, num_pools=16,
                                           maxsize=maxsize, block=True, retries=False, **tls)
-
-    @staticmethod
-    def server_certificate(_endpoint: str, _timeout: float) -> Optional[bytes]:
-        """Not read through a proxy (the tunnel's certificate is the apiserver's, but urllib3 does not hand it out)."""
-        return None
 
     def send(self, method: str, endpoint: str, path: str, target: str, request: tuple) -> RawResponse:
         headers, body, timeout = request

@@ -74,6 +74,16 @@ def _get(client, path: str, tuning: Tuning, query=None):
     return call_with_retries(lambda: client.get(path, query=query), tuning.retry, sleep=tuning.sleep)
 
 
+def _get_api(client, tuning: Tuning):
+    """/api and the digest of the certificate of the connection that answered it: the apiserver whose address the
+    document advertises, with no handshake of its own."""
+    def once():
+        response = client.request("GET", paths.CORE_DISCOVERY)
+        return client.parse("GET", paths.CORE_DISCOVERY, response), response.server_certificate
+
+    return call_with_retries(once, tuning.retry, sleep=tuning.sleep)
+
+
 def _endpoint_failure(endpoint: str, error: ApiError) -> EndpointObservation:
     """Turn a refused or missing answer into a reported endpoint, with the status in the message."""
     status = None if isinstance(error, EndpointUnreachable) else error.status
@@ -132,7 +142,7 @@ class _Head:
     api: object = None
     apis: object = None
     error: Optional[ApiError] = None
-    certificate: Optional[str] = None  # the serving certificate's digest (``ApiClient.server_certificate``)
+    certificate: Optional[str] = None  # the digest of the certificate that came with /api (``_get_api``)
 
 
 def _fetch_head(pool, client, tuning: Tuning) -> _Head:
@@ -140,29 +150,26 @@ def _fetch_head(pool, client, tuning: Tuning) -> _Head:
     futures = {
         "version": pool.submit(_get, client, paths.VERSION, tuning),
         "ready": pool.submit(_readiness, client, tuning),
-        "api": pool.submit(_get, client, paths.CORE_DISCOVERY, tuning),
+        "api": pool.submit(_get_api, client, tuning),
         "apis": pool.submit(_get, client, paths.GROUP_DISCOVERY, tuning),
     }
-    certificate = pool.submit(_certificate, client)
     head = _Head(client)
-    head.certificate = certificate.result()
     errors_seen = []
     for key, future in futures.items():
         try:
-            setattr(head, key, future.result())
+            answer = future.result()
         except ApiError as error:
             errors_seen.append((key, error))
+            continue
+        if key == "api":
+            answer, head.certificate = answer
+        setattr(head, key, answer)
     fatal = [e for k, e in errors_seen if k != "version" or isinstance(e, EndpointUnreachable) or e.status in _AUTH_STATUSES]
     if fatal:
         # Prefer the most telling cause: unreachable, then auth, then anything else.
         fatal.sort(key=lambda e: (not isinstance(e, EndpointUnreachable), e.status not in _AUTH_STATUSES))
         head.error = fatal[0]
     return head
-
-
-def _certificate(client) -> Optional[str]:
-    server_certificate = getattr(client, "server_certificate", None)  # a client without TLS has none
-    return server_certificate() if server_certificate else None
 
 
 def _server_address(api) -> Optional[str]:

@@ -60,9 +60,6 @@ class FakeApiClient(ApiClient):
         check_url(option, endpoint)
         return FakeApiClient(endpoint, self.routes, self.log)
 
-    def server_certificate(self):
-        return None  # no TLS here: apiservers are told apart by the address each advertises in /api
-
     def requests_to(self, method: str = None) -> list:
         return [(m, p) for e, m, p, _q, _b in self.log if e == self.endpoint and (method is None or m == method)]
 

@@ -1,7 +1,11 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The transport under the API client: keep-alive connections, request framing, proxies."""
 
+import datetime
+import hashlib
+import ipaddress
 import json
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -58,6 +62,38 @@ def _serve(handler):
 @pytest.fixture
 def server():
     httpd = _serve(_Recorder)
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+@pytest.fixture
+def tls_server(tmp_path):
+    """The recording server over TLS, with a self-signed certificate for 127.0.0.1; ``der`` is that certificate."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "apiserver")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key()).serial_number(1)
+            .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+            .sign(key, hashes.SHA256()))
+    (tmp_path / "server.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    (tmp_path / "server.key").write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                            serialization.NoEncryption()))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "server.crt", tmp_path / "server.key")
+    httpd = _Server(("127.0.0.1", 0), _Recorder)
+    httpd.socket = context.wrap_socket(httpd.socket, server_side=True)
+    httpd.seen = []
+    httpd.closed = threading.Event()
+    httpd.der = cert.public_bytes(serialization.Encoding.DER)
+    httpd.ca = str(tmp_path / "server.crt")
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield httpd
     httpd.shutdown()
     httpd.server_close()
@@ -175,3 +211,18 @@ def test_a_kept_connection_closed_as_the_request_goes_out_replays_reads_only(ser
             client.request(method, "/again", body={"metadata": {"resourceVersion": "1"}})
         assert [seen["path"] for seen in server.seen] == ["/first"]  # a write is never sent twice by the transport
         assert client.get("/next") == {"path": "/next"}  # and the next request dials a new connection
+
+
+def test_an_answer_names_the_certificate_its_connection_was_served_without_a_handshake_of_its_own(tls_server, monkeypatch):
+    """The apiserver that answered is told by the certificate of the connection the answer came on: no second
+    connection to the endpoint, which a load balancer could send to another apiserver."""
+    client = _client(tls_server, host=f"https://127.0.0.1:{tls_server.server_address[1]}", ca_cert=tls_server.ca)
+    digest = f"sha256:{hashlib.sha256(tls_server.der).hexdigest()[:16]}"
+    assert [client.request("GET", path).server_certificate for path in ("/api", "/apis")] == [digest, digest]
+    assert len({seen["port"] for seen in tls_server.seen}) == 1
+    monkeypatch.setattr(_Recorder, "close_after", True)
+    assert client.request("GET", "/version").server_certificate == digest  # an answer that closed its connection
+
+
+def test_an_answer_over_http_names_no_certificate(server):
+    assert _client(server).request("GET", "/api").server_certificate is None
