@@ -12,6 +12,7 @@ is the audit's, and the result says so (``offline``, ``notes``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import emulation
@@ -121,9 +122,21 @@ def judge_observed(module, observation, judging: tuple, count: bool = True):
     return judge(observation, target, profiles, options)
 
 
-def run(module) -> dict:
+@dataclass
+class _Inputs:
+    """What the check judges against, read from the options before any request."""
+
+    profiles: object
+    options: JudgeOptions
+    release: object  # the target's profile (None: no target_release and no rehearsal)
+    release_name: Optional[str]
+    manifests: Optional[dict]
+    running: object
+    live: object
+
+
+def _inputs(module) -> _Inputs:
     params = module.params
-    validate(params)
     profiles = load_profiles(profiles_file=params["profiles_file"], profiles=params["profiles"])
     # A rehearsal says which release it is: its release data judges what the rehearsal does not read.
     rehearsal = rehearsed.measured(params.get("rehearsal"))
@@ -132,37 +145,64 @@ def run(module) -> dict:
     if release is not None:
         release = emulation.profile_at(profiles, release.release, params.get("target_emulated_release"),
                                        params.get("target_min_compatibility_release"))
-    manifests = load_target_crds(params["target_crds"]) if params["target_crds"] else None
     resources = params["resources"] or None
-    running = offline.running_releases(params.get("running_releases"), profiles)
-    live = _live_target(module, profiles, resources) if params["target_endpoint"] else None
     options = JudgeOptions(resources=resources, record_max_age=params["record_max_age"],
                            accept=dict(params.get("accept") or {}), fail_on=tuple(params["fail_on"]),
                            audit=params.get("audit"), judged_before=params.get("judged_before"),
                            rehearsal=rehearsal, notes=rehearsed.notes(params.get("rehearsal")) or None)
-    if params.get("offline"):
-        observed = None
-        observation = _offline(options, profiles, running)
-    else:
-        observed = observation = _observe(module, options, profiles)
-        if options.audit is not None and observation.endpoints and not any(ep.reachable for ep in observation.endpoints):
-            # Accepting an unreachable apiserver means "judge without it": from the audit, never "pass".
-            observation = _offline(options, profiles, running, unreachable=observation.endpoints)
-    release, plan = _release_judged(params, profiles, release, observed)
-    target = Target(release=release, live=live, crd_manifests=manifests)
+    return _Inputs(profiles, options, release, release_name,
+                   manifests=load_target_crds(params["target_crds"]) if params["target_crds"] else None,
+                   running=offline.running_releases(params.get("running_releases"), profiles),
+                   live=_live_target(module, profiles, resources) if params["target_endpoint"] else None)
+
+
+def _observations(module, inputs: _Inputs) -> tuple:
+    """(what the apiservers said, None offline; what is judged). Accepting an unreachable apiserver with an audit means
+    "judge without it": from the audit, never "pass"."""
+    options = inputs.options
+    if module.params.get("offline"):
+        return None, _offline(options, inputs.profiles, inputs.running)
+    observation = _observe(module, options, inputs.profiles)
+    if options.audit is not None and observation.endpoints and not any(ep.reachable for ep in observation.endpoints):
+        return observation, _offline(options, inputs.profiles, inputs.running, unreachable=observation.endpoints)
+    return observation, observation
+
+
+def run(module) -> dict:
+    params = module.params
+    validate(params)
+    inputs = _inputs(module)
+    options, profiles = inputs.options, inputs.profiles
+    observed, observation = _observations(module, inputs)
+    release, plan = _release_judged(params, profiles, inputs.release, observed)
     refreshed = None
     if decisions.refreshes_records(params.get("refresh_records"), options.audit is not None) and not options.offline:
         refreshed, observation = storage_state_io.refresh_before_use(
             module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
+    target = Target(release=release, live=inputs.live, crd_manifests=inputs.manifests)
     judgement = judge_observed(module, observation, (options, target, profiles), count=params.get("count_objects", True))
     # In check mode only after earlier changes of the play: this task's own record refresh settles nothing a real run
     # would not block on (a new record says Unknown), so a dry run of a gate fails when the gate would.
     would_block = hold_for_check_mode(judgement) if module.check_mode and params.get("check_mode_after_changes") else None
-    if resources:
-        _check_names(params, observation, profiles, manifests)
+    if options.resources:
+        _check_names(params, observation, profiles, inputs.manifests)
     seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
     _warn(module, judgement, seen)
-    result = result_of(judgement, seen, title=_title(params, release.label if release else release_name), resources=resources)
+    result = _result(module, judgement, seen, inputs, (release, plan))
+    if would_block is not None:
+        result["would_block"] = would_block
+    if refreshed is not None:
+        result["records_refreshed"] = refreshed
+        result["changed"] = refreshed["changed"]
+    return result
+
+
+def _result(module, judgement, seen, inputs: _Inputs, judged: tuple) -> dict:
+    """The module's result: the judgement, then what it says about the migration, the releases and the roll."""
+    params, options = module.params, inputs.options
+    release, plan = judged
+    result = result_of(judgement, seen, title=_title(params, release.label if release else inputs.release_name),
+                       resources=options.resources)
     if plan is not None:
         result["two_step"] = plan
     if release is not None and release.emulated:
@@ -171,15 +211,10 @@ def run(module) -> dict:
     result["migration"] = decisions.migration_before_roll(
         result["verdict"], result["releases"], options.audit is not None, bool(params["target_crds"]),
         not_observed=seen.not_observed_message(options.now) if seen is not None else "")
-    result.update(_releases_around(options, running, seen, release))
+    result.update(_releases_around(options, inputs.running, seen, release))
     if params.get("upgrading"):
         result["roll"] = roll.position(seen.endpoints, params.get("upgrade_order") or [], params["upgrading"], release,
                                        check_mode=module.check_mode)
-    if would_block is not None:
-        result["would_block"] = would_block
-    if refreshed is not None:
-        result["records_refreshed"] = refreshed
-        result["changed"] = refreshed["changed"]
     return result
 
 

@@ -244,9 +244,8 @@ def _run(kum) -> dict:
     dest = params["dest"]
     if not dest:
         raise ConfigurationError("dest: give the path of the snapshot file (an existing one is kept and verified)")
-    verify = params.get("verify") or "restore"
     upgrade_started = bool(params.get("upgrade_started"))
-    tools = _tools(params) if verify == "restore" else None
+    tools = _tools(params) if (params.get("verify") or "restore") == "restore" else None
     work_dir = params.get("work_dir") or tempfile.gettempdir()
     prefix = "/" + (params.get("etcd_prefix") or "/registry").strip("/") + "/"
     result = {"changed": False, "path": dest, "taken": False, "kept": False, "proven": "", "not_kept": []}
@@ -261,39 +260,54 @@ def _run(kum) -> dict:
         writable_directory(dest)  # a snapshot will be taken: said before etcd is read
     live = _live(settings, prefix)
     result["live_revision"] = live["revision"]
-    chosen = None
-    for path in [] if params.get("overwrite") else _candidates(dest):
-        kind, why, restored = _judge(path, (tools, work_dir, prefix), live, upgrade_started)
-        if not kind:
-            chosen = (path, restored)
-            break
-        result["not_kept"].append({"path": path, "reason": why})
-        if kind == model.STALE:
-            break  # the older ones are staler still
-    if chosen:
-        path, restored = chosen
-        size, _body, trailer = _digest(path)
-        result.update(path=path, kept=True, bytes=size, sha256_trailer=trailer.hex(), verified="restore",
-                      revision=restored["revision"], key_count=restored["keys"], scratch_etcd=restored["scratch_etcd"],
-                      proven=model.KEPT_BEFORE_UPGRADE if upgrade_started else model.KEPT_CURRENT)
-    else:
+    proof = (tools, work_dir, prefix)
+    if not _keep_one(params, proof, live, result):
         now = datetime.datetime.now(datetime.timezone.utc)
         fresh = params.get("overwrite") or not (os.path.exists(dest) or upgrade_started)
-        target = dest if fresh else model.fresh_path(dest, now.strftime(model.STAMP), upgrade_started)
-        result["path"] = target
+        result["path"] = dest if fresh else model.fresh_path(dest, now.strftime(model.STAMP), upgrade_started)
         if kum.check_mode:
-            return dict(result, changed=True, msg=f"would take an etcd snapshot into {target} (check mode: nothing written)"
-                        + "".join(f"; {item['path']} is not kept: {item['reason']}" for item in result["not_kept"]))
-        taken = take(settings, target, live["db_size"])
-        check_trailer(target)
-        size, _body, trailer = _digest(target)
-        result.update(changed=True, taken=True, endpoint=taken["endpoint"], revision_before=taken["revision_before"],
-                      etcd_version=taken["etcd_version"], taken_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), bytes=size,
-                      sha256_trailer=trailer.hex(), verified="checksum", proven=model.TAKEN)
-        if tools:
-            restored = prove_restorable(target, tools, work_dir, prefix)
-            result.update(revision=restored["revision"], key_count=restored["keys"], verified="restore",
-                          scratch_etcd=restored["scratch_etcd"])
+            return dict(result, changed=True, msg=f"would take an etcd snapshot into {result['path']} (check mode: nothing "
+                        "written)" + "".join(f"; {item['path']} is not kept: {item['reason']}" for item in result["not_kept"]))
+        _take_fresh(settings, (proof, live, now), result)
+    return _said(result, prefix, upgrade_started)
+
+
+def _keep_one(params, proof: tuple, live: dict, result: dict) -> bool:
+    """Keep the newest existing file proven to be this cluster's and current (``_judge``); each one that is not is
+    named in ``not_kept`` and left untouched. Whether one was kept."""
+    upgrade_started = bool(params.get("upgrade_started"))
+    for path in [] if params.get("overwrite") else _candidates(params["dest"]):
+        kind, why, restored = _judge(path, proof, live, upgrade_started)
+        if not kind:
+            size, _body, trailer = _digest(path)
+            result.update(path=path, kept=True, bytes=size, sha256_trailer=trailer.hex(), verified="restore",
+                          revision=restored["revision"], key_count=restored["keys"], scratch_etcd=restored["scratch_etcd"],
+                          proven=model.KEPT_BEFORE_UPGRADE if upgrade_started else model.KEPT_CURRENT)
+            return True
+        result["not_kept"].append({"path": path, "reason": why})
+        if kind == model.STALE:
+            return False  # the older ones are staler still
+    return False
+
+
+def _take_fresh(settings, taking: tuple, result: dict) -> None:
+    """Take a snapshot into ``result["path"]``, check its trailer and, with the etcd tools, prove it restorable."""
+    (tools, work_dir, prefix), live, now = taking
+    target = result["path"]
+    taken = take(settings, target, live["db_size"])
+    check_trailer(target)
+    size, _body, trailer = _digest(target)
+    result.update(changed=True, taken=True, endpoint=taken["endpoint"], revision_before=taken["revision_before"],
+                  etcd_version=taken["etcd_version"], taken_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"), bytes=size,
+                  sha256_trailer=trailer.hex(), verified="checksum", proven=model.TAKEN)
+    if tools:
+        restored = prove_restorable(target, tools, work_dir, prefix)
+        result.update(revision=restored["revision"], key_count=restored["keys"], verified="restore",
+                      scratch_etcd=restored["scratch_etcd"])
+
+
+def _said(result: dict, prefix: str, upgrade_started: bool) -> dict:
+    """The restore steps and the message of a snapshot taken or kept."""
     path = result["path"]
     proven = result["proven"] + (" (after a host was upgraded: it holds what the upgraded apiservers wrote)"
                                  if result["taken"] and upgrade_started else "")
