@@ -261,11 +261,13 @@ options:
         metadata for O(write=apply)) and the same write as the full migration; a resource without listed objects
         costs no request, and with none listed at all the task makes no request. O(resources) narrows it further.
       - "etcd's space: each rewrite keeps the old revision until the apiserver compacts, so etcd's database grows by about
-        the listed objects' stored bytes (the audit's C(bytes) per version). Against the audit's C(etcd_space) - the
-        database size from etcd's status, the quota from its metrics, else etcd's default of 2 GiB - a migration that
-        would bring the database past 95% of the quota is refused before its first write (at the quota etcd's NOSPACE
-        alarm makes the whole cluster read-only), with the recovery (compact, defragment, or raise
-        C(--quota-backend-bytes)); past 75% it warns."
+        the pages the listed objects take again in its bbolt file, from the audit's C(count) and C(bytes) per version:
+        about their bytes for objects of 8 KiB and more, up to twice them for objects of 2 KiB, plus 25% (a real
+        apiserver's rewrites took 1.1x those pages). Against the audit's C(etcd_space) - the database size from etcd's
+        status, the quota from its metrics, else etcd's default of 2 GiB - a migration that would bring the database
+        past 95% of the quota is refused before its first write (at the quota etcd's NOSPACE alarm makes the whole
+        cluster read-only), with the recovery (compact, defragment, or raise C(--quota-backend-bytes)); past 75% it
+        warns."
       - Refused, naming the resources, when the audit listed only the first names of some resource (its
         O(kubeupgrade.storage.storage_version_audit#module:names_limit) cut the list), or was not judged against a
         target. Client-side only (O(backend=client) or V(auto)); not with O(select=from_check) or V(from_records).
