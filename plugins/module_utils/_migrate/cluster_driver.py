@@ -12,7 +12,7 @@ migration object is deleted once its result is recorded, unless the operator kee
 from __future__ import annotations
 
 import time
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import none_if_missing
@@ -41,6 +41,16 @@ def served_migration_apis(client) -> dict:
             if doc is not None:
                 docs[f"{group}/{version}"] = doc
     return plan.served_migration_apis(docs)
+
+
+class _Watched(NamedTuple):
+    """One StorageVersionMigration being waited for, and how its failures name it."""
+
+    name: str
+    resource: str
+    label: str
+    details: dict
+    detector: plan.StallDetector
 
 
 class ClusterMigrator:
@@ -94,37 +104,9 @@ class ClusterMigrator:
 
         ``progress`` (a dict) is updated with the last phase, so a failure still reports how far it got.
         """
-        detector = plan.StallDetector(self.stall_timeout)
-        label = f"{self.choice.api_version} StorageVersionMigration {name}"
-        details = {"resource": resource, "backend": self.choice.backend, "name": name}
-
-        def status_now() -> plan.MigrationStatus:
-            """The migration's status; raises on an outcome other than success (gone, Failed, stalled)."""
-            obj = self.get(name)
-            if obj is None:
-                raise MigrationError(
-                    f"Migration of {resource} failed: {label} disappeared while running. Someone deleted it (the "
-                    "kube-storage-version-migrator trigger deletes migrations it did not create). Re-run, or use "
-                    "backend=client.", details=details)
-            status = plan.read_status(obj)
-            if progress is not None:
-                progress["status"] = status.phase
-            if status.phase == plan.SUCCEEDED:
-                return status
-            if status.phase == plan.FAILED:
-                raise MigrationError(
-                    f"Migration of {resource} failed: {label} reports Failed, reason "
-                    f"{status.reason or '(none)'}: {status.message or '(no message)'}. Check the controller's log "
-                    "(kube-controller-manager or the migrator pod), fix the cause (for example an admission policy "
-                    "denying updates) and re-run; backend=client names the object that fails.",
-                    details={**details, "reason": status.reason, "message": status.message})
-            idle = detector.observe(name, status.fingerprint, deadline.clock())
-            if self.stall_timeout > 0 and idle >= self.stall_timeout:
-                deleted = self.delete(name)
-                raise MigrationError(
-                    f"Migration of {resource} stalled: {label} {plan.stall_reason(self.choice.backend, status, idle)}"
-                    + (" The migration object was deleted." if deleted else ""), details={**details, "phase": status.phase})
-            return status
+        watched = _Watched(name, resource, f"{self.choice.api_version} StorageVersionMigration {name}",
+                           {"resource": resource, "backend": self.choice.backend, "name": name},
+                           plan.StallDetector(self.stall_timeout))
 
         def succeeded(status: plan.MigrationStatus) -> bool:
             """Succeeded; otherwise, while time is left, the gate (a broken one deletes the migration)."""
@@ -139,9 +121,39 @@ class ClusterMigrator:
             return False
 
         try:
-            return poll_until(status_now, succeeded, deadline, self.poll_interval, sleep=self.sleep)
+            return poll_until(lambda: self._status_now(watched, deadline, progress), succeeded, deadline,
+                              self.poll_interval, sleep=self.sleep)
         except PollTimeout as timeout:
             phase = timeout.last.phase
             raise MigrationError(
-                f"Migration of {resource} timed out: {label} is still {phase}. It was left in place and may "
-                "still finish; raise 'timeout', or re-run later.", details={**details, "phase": phase}) from None
+                f"Migration of {resource} timed out: {watched.label} is still {phase}. It was left in place and may "
+                "still finish; raise 'timeout', or re-run later.", details={**watched.details, "phase": phase}) from None
+
+    def _status_now(self, watched: _Watched, deadline: Deadline, progress: Optional[dict]) -> plan.MigrationStatus:
+        """The migration's status; raises on an outcome other than success (gone, Failed, stalled)."""
+        name, resource, label, details = watched.name, watched.resource, watched.label, watched.details
+        obj = self.get(name)
+        if obj is None:
+            raise MigrationError(
+                f"Migration of {resource} failed: {label} disappeared while running. Someone deleted it (the "
+                "kube-storage-version-migrator trigger deletes migrations it did not create). Re-run, or use "
+                "backend=client.", details=details)
+        status = plan.read_status(obj)
+        if progress is not None:
+            progress["status"] = status.phase
+        if status.phase == plan.SUCCEEDED:
+            return status
+        if status.phase == plan.FAILED:
+            raise MigrationError(
+                f"Migration of {resource} failed: {label} reports Failed, reason "
+                f"{status.reason or '(none)'}: {status.message or '(no message)'}. Check the controller's log "
+                "(kube-controller-manager or the migrator pod), fix the cause (for example an admission policy "
+                "denying updates) and re-run; backend=client names the object that fails.",
+                details={**details, "reason": status.reason, "message": status.message})
+        idle = watched.detector.observe(name, status.fingerprint, deadline.clock())
+        if self.stall_timeout > 0 and idle >= self.stall_timeout:
+            deleted = self.delete(name)
+            raise MigrationError(
+                f"Migration of {resource} stalled: {label} {plan.stall_reason(self.choice.backend, status, idle)}"
+                + (" The migration object was deleted." if deleted else ""), details={**details, "phase": status.phase})
+        return status

@@ -615,20 +615,32 @@ def _run(mod) -> dict:
     result["backend"] = {"backend": choice.backend, "api_version": choice.api_version, "reason": choice.reason}
     result["changed"] = True
     if mod.check_mode:
-        result["migrations"] = [{"resource": n, "backend": plan.backend_for(choice, n).backend,
-                                 "api_version": plan.backend_for(choice, n).api_version, "name": None,
-                                 "status": WOULD_MIGRATE, "storage_hash": run_.current[n],
-                                 **({"objects_from_audit": len(run_.objects.objects[n])} if run_.objects else {})}
-                                for n in selection.selected]
-        result["msg"] = f"Would migrate {', '.join(selection.selected)} with the {choice.backend} backend."
-        result["summary"] = summary_table(result["migrations"], selection.skipped)
-        return result
+        return _would_migrate(run_, selection, choice, result)
     with ThreadPoolExecutor(max_workers=run_.params["parallel_resources"]) as pool:
         futures = [pool.submit(migrate_resource, run_, n, plan.backend_for(choice, n)) for n in selection.selected]
         entries = [f.result() for f in futures]
+    return _migrated(run_, (selection, choice, entries), result)
+
+
+def _would_migrate(run_, selection, choice, result: dict) -> dict:
+    """Check mode: what would be migrated, with which backend, and nothing written."""
+    result["migrations"] = [{"resource": n, "backend": plan.backend_for(choice, n).backend,
+                             "api_version": plan.backend_for(choice, n).api_version, "name": None,
+                             "status": WOULD_MIGRATE, "storage_hash": run_.current[n],
+                             **({"objects_from_audit": len(run_.objects.objects[n])} if run_.objects else {})}
+                            for n in selection.selected]
+    result["msg"] = f"Would migrate {', '.join(selection.selected)} with the {choice.backend} backend."
+    result["summary"] = summary_table(result["migrations"], selection.skipped)
+    return result
+
+
+def _migrated(run_, done: tuple, result: dict) -> dict:
+    """The result of the migrations that ran: a MigrationError naming each failed resource, else what was migrated
+    and what another run migrated meanwhile."""
+    selection, choice, entries = done
     result["migrations"] = [m for m in entries if m["status"] != DONE_MEANWHILE]
     meanwhile = [{"resource": m["resource"], "reason": m["reason"]} for m in entries if m["status"] == DONE_MEANWHILE]
-    result["skipped_resources"] = skipped + meanwhile
+    result["skipped_resources"] = result["skipped_resources"] + meanwhile
     result["changed"] = bool(result["migrations"]) or bool(run_.refreshed and run_.refreshed["changed"])
     result["summary"] = summary_table(result["migrations"], selection.skipped + meanwhile)
     failed = [m for m in result["migrations"] if m["status"] == FAILED]
