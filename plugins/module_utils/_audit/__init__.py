@@ -1,10 +1,9 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The etcd audit: what every object under the apiserver's etcd prefix is really stored as.
 
-Files: ``envelope.py`` (pure: decode one value, decrypt aescbc/aesgcm/secretbox locally),
-``keys.py`` (pure: the apiserver's key layout), ``model.py`` (pure: per-resource results folded in
-one pass), ``runner.py`` (what the ``storage_version_audit`` module calls; it scans through the etcd layer's
-client, ``_etcd/client.py``).
+Files: ``model.py`` (pure: per-resource results folded in one pass), ``result.py`` (pure: a registered result, checked),
+``runner.py`` (what the ``storage_version_audit`` module calls; it scans through the etcd layer's client,
+``_etcd/client.py``, and decodes each value with the etcd layer's ``keys.py`` and ``envelope.py``).
 
 Helpers for other capabilities (they take the module's result, ``audit``, as plain data):
 

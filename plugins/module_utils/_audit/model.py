@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Optional, Set, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, keys
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
 
 IDENTITY = "identity"

@@ -7,7 +7,8 @@ import datetime
 from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Set, Tuple
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys, model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, keys
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions, check_readable_file
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crds

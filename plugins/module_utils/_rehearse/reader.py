@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterator, List, Set, Tuple, Union
 from urllib.parse import quote
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import keys as keys_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdReader
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths

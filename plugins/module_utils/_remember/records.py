@@ -18,7 +18,7 @@ from typing import Dict, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result as audit_result
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.keys import SHARED_STORAGE
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.keys import SHARED_STORAGE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource

@@ -4,7 +4,7 @@
 ``model.py`` is pure (the checks and the restore steps); ``runner.py`` takes the snapshot through the etcd layer's
 read-only client and proves it restorable in one of its scratch etcd members (``_etcd/``).
 
-Layer: a capability over the etcd layer (the snapshot, its restore proof in a scratch etcd) and ``_audit``
-(``envelope``'s protobuf fields, for the UID that identifies a cluster); it imports no other capability. The order is
+Layer: a capability over the etcd layer (the snapshot, its restore proof in a scratch etcd, and ``envelope``'s
+protobuf fields, for the UID that identifies a cluster); it imports no other capability. The order is
 tests/unit/test_package_layers.py.
 """

@@ -14,7 +14,7 @@ import json
 import re
 from typing import List, Tuple
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope
 
 TRAILER = 32  # bytes of sha256 at the end of a snapshot
 MIN_SIZE = 4096 + TRAILER  # smaller than one bbolt page plus the trailer: not a database

@@ -12,7 +12,8 @@ import json
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys, model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, keys
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, offline, report
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from kube_fakes import FakeApiClient, FakeClock
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys as keys_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import keys as keys_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline

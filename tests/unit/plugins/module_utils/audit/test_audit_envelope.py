@@ -9,7 +9,7 @@ import os
 import pytest
 from audit_values import aescbc, aesgcm, encryption_config, json_value, kms, protobuf_value, secretbox
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope
 
 KEY = b"/registry/secrets/default/token"
 AES32 = bytes(range(32))

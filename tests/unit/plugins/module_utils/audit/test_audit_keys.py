@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import keys
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import keys
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
 LISTINGS = Path(__file__).resolve().parents[4] / "fixtures" / "real-etcd-keys"

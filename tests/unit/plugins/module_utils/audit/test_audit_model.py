@@ -10,7 +10,8 @@ import pytest
 from audit_values import json_value, protobuf_value
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import envelope, keys, model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, keys
 
 LISTING = Path(__file__).resolve().parents[4] / "fixtures" / "real-etcd-keys" / "keys-1.32.6.tsv"
 WIDGET_V1 = hashing.storage_version_hash("example.com", "v1", "Widget")
