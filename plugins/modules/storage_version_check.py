@@ -241,6 +241,15 @@ options:
       - Default (unset) is no previous gate - every resource is judged from its record or the audit.
     type: list
     elements: str
+  timeline:
+    description:
+      - The steps of the run so far, each made from a registered result by the
+        P(kubeupgrade.storage.timeline_step#filter) filter (a check, an agreement, a migration, an observation).
+      - With it, this check adds itself as the last step and returns RV(timeline) and RV(timeline_lines), and its
+        Markdown report ends with the timeline - per step, each apiserver's binary and emulated release, whether the
+        storage hashes agreed, the gate, and what was migrated (what C(upgrade.yml)'s final report shows).
+    type: list
+    elements: dict
   upgrading:
     description:
       - The endpoint of the apiserver whose host a rolling upgrade is about to touch (one of O(upgrade_order)). The
@@ -600,6 +609,24 @@ would_block:
   type: list
   elements: dict
   sample: [{"subject": "secrets", "scope": "resource", "verdict": "needs_migration", "reason": "...", "next_step": "..."}]
+timeline:
+  description:
+    - O(timeline) with this check as its last step; each step has C(step), C(at) and C(apiservers) (C(endpoint),
+      C(version), C(emulated_release), C(up)), and as its result says C(agreed) and C(disagreeing), C(gate) (C(passed)
+      or C(blocked)), C(verdict) and C(blocking), C(migrated) (C(resource), C(objects), C(status)), C(failed), or
+      C(skipped).
+  returned: when O(timeline) is given
+  type: list
+  elements: dict
+  sample: [{"step": "gate before cp1", "at": "2026-12-02T10:00:00Z", "gate": "passed", "verdict": "safe", "blocking": [],
+            "agreed": true, "disagreeing": [], "apiservers": [{"endpoint": "https://10.0.0.11:6443", "version": "v1.35.3",
+                                                               "emulated_release": null, "up": true}]}]
+timeline_lines:
+  description: RV(timeline), one line per step, for the play's output.
+  returned: when O(timeline) is given
+  type: list
+  elements: str
+  sample: ["1. pre-flight (2026-12-02T10:00:00Z): 10.0.0.11:6443 v1.35.3; 10.0.0.12:6443 v1.35.3; storage hashes agreed; gate passed (safe)"]
 roll:
   description:
     - Where the rolling upgrade stands before the host of O(upgrading) is touched, from the apiservers themselves.
@@ -656,6 +683,7 @@ def argument_spec() -> dict:
         "upgrade_order": {"type": "list", "elements": "str", "default": []},
         "upgrading": {"type": "str"},
         "judged_before": {"type": "list", "elements": "str"},
+        "timeline": {"type": "list", "elements": "dict"},
     }
 
 

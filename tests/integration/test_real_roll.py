@@ -51,6 +51,7 @@ def test_todays_roll_at_defaults_then_its_rollback_every_host_rolled_and_every_o
     and the rehearsal with each target binary, before any host."""
     plane = todays_plane(real_plane_factory, etcd_tls=True, encryption=True)
     seed_135(plane)
+    versions_before = "v1.35.3"
     for target, binary_version, done in ((TODAY_TO, "v1.36.2", "final-1.36"), (TODAY_FROM, "v1.35.3", "final-1.35")):
         extra = etcd_extra(plane, tmp_path, target) if with_etcd else {}
         result = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=target, **extra)
@@ -58,6 +59,20 @@ def test_todays_roll_at_defaults_then_its_rollback_every_host_rolled_and_every_o
         assert versions(plane) == [binary_version, binary_version]
         final = report(tmp_path, done)
         assert final["blocking"] == [] and final["verdict"] == "safe", final
+        # The timeline: each step as the apiservers said it, both hosts rolled in order, the last step this report.
+        steps = {step["step"]: step for step in final["timeline"]}
+        names = [step["step"] for step in final["timeline"]]
+        order = ["pre-flight", "gate before the first host", "gate before cp1", "cp1 upgraded", "gate before cp2", "cp2 upgraded"]
+        assert [name for name in names if name in order] == order and names[-1].startswith("Storage pre-flight"), names
+        before = [api["version"] for api in steps["gate before the first host"]["apiservers"]]
+        assert before == [versions_before] * 2 and steps["gate before the first host"]["gate"] == "passed", steps
+        assert [api["version"] for api in steps["gate before cp2"]["apiservers"]] == [binary_version, versions_before], steps
+        assert [api["version"] for api in steps["cp2 upgraded"]["apiservers"]] == [binary_version], steps
+        assert steps["agreement before migrating"]["agreed"] is True, steps  # the last one: after the roll
+        assert final["timeline"][-1]["gate"] == "passed" and final["timeline"][-1]["step"].startswith("Storage pre-flight")
+        markdown = (tmp_path / "reports" / f"{done}.md").read_text(encoding="utf-8")
+        assert "## Timeline" in markdown and "| gate before cp1 |" in markdown, markdown[-3000:]
+        versions_before = binary_version
         assert seeded_objects_read(plane) == {0: [], 1: []}
         for index in range(2):
             assert unreadable(plane, index) == []

@@ -116,7 +116,7 @@ def render_table(judgement) -> str:
 
 # The keys of a check result that make up the JSON report file, in this order.
 DOCUMENT_KEYS = ("verdict", "counts", "blocking", "accepted", "findings", "resources", "not_stored", "skipped_resources",
-                 "offline", "notes")
+                 "offline", "notes", "timeline")
 
 
 def document(result: dict, target_release) -> dict:

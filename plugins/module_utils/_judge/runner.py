@@ -20,7 +20,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils import resourc
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import decisions, measured, offline, rehearsed, report
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import decisions, measured, offline, rehearsed, report, timeline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
     NEEDS_MIGRATION,
@@ -66,6 +66,7 @@ def validate(params) -> None:
     if params.get("record_max_age") is not None and params["record_max_age"] < 0:
         raise ConfigurationError(f"record_max_age must be 0 or more seconds, got {params['record_max_age']}.")
     measured.validate(params.get("audit"))
+    timeline.check(params.get("timeline"))
     offline.validate(params)
     check_accept(params.get("accept"))
 
@@ -215,6 +216,11 @@ def _result(module, judgement, seen, inputs: _Inputs, judged: tuple) -> dict:
     if params.get("upgrading"):
         result["roll"] = roll.position(seen.endpoints, params.get("upgrade_order") or [], params["upgrading"], release,
                                        check_mode=module.check_mode)
+    steps = timeline.check(params.get("timeline"))
+    if steps:
+        result["timeline"] = steps + [timeline.step(result, _title(params, release.label if release else inputs.release_name))]
+        result["timeline_lines"] = timeline.rows(result["timeline"])
+        result["report_markdown"] += timeline.markdown(result["timeline"])
     return result
 
 

@@ -434,6 +434,8 @@ ELEMENT_CASES = [
     ("storage_version_audit", "readable_versions", {"pods": [5]}, ["readable_versions"]),
     ("storage_version_audit", "etcd_endpoints", [5], ["etcd_endpoints"]),
     ("storage_version_check", "upgrade_order", [{"host": "a"}], ["upgrade_order"]),
+    ("storage_version_check", "timeline", [{"at": "2026-12-02T10:00:00Z"}], ["timeline", "timeline_step filter"]),
+    ("storage_version_check", "timeline", [5], ["timeline"]),
     ("storage_version_info", "endpoints", [5], ["'endpoints'"]),
     ("storage_version_info", "endpoints", [{"url": "https://10.0.0.11:6443"}], ["'endpoints'"]),
     ("storage_version_info", "resources", [{"name": "pods"}], ["'resources'"]),
