@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import datetime
 from typing import List, Optional
-from urllib.parse import urlsplit
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
@@ -65,7 +64,8 @@ def check(steps) -> List[dict]:
 
 
 def _host(url: str) -> str:
-    return urlsplit(url).netloc or url
+    """``https://10.0.0.11:6443`` -> ``10.0.0.11:6443``."""
+    return url.split("://", 1)[-1].split("/", 1)[0] or url
 
 
 def _apiserver_cell(entry: dict) -> str:
