@@ -23,8 +23,14 @@ Then the method brings the store to all-current:
                1.36 storage version from the profiles and each CRD's storage version: so it lists exactly the objects
                stored in another version), then ``storage_migration`` with ``objects_from_audit`` (defaults otherwise);
                done when it returns
-  b-ksvm       kube-storage-version-migrator 5c8923c as shipped: its two CRDs applied, ``trigger`` and ``migrator
-               --kube-api-qps 50 --kube-api-burst 100`` started (the flags /work/shared/k8s-bin/README.md gives);
+  b-ksvm       kube-storage-version-migrator 5c8923c (github.com/kubernetes-sigs/kube-storage-version-migrator): its
+               two CRDs applied as its manifests/storage_migration_crd.yaml and manifests/storage_state_crd.yaml ship
+               them (read from ``KSVM_MANIFESTS``), ``trigger`` and ``migrator --kube-api-qps 50 --kube-api-burst
+               100`` started. That client rate is this benchmark's choice, not upstream's: the binary's defaults are
+               5 and 10 (``migrator --help``), and the project's manifests/migrator.yaml deploys it with
+               ``--kube-api-qps=40 --kube-api-burst=1000`` (manifests/trigger.yaml gives the trigger no flags). The
+               migrator lists and rewrites every object of every resource through that one client, so its seconds
+               are bounded below by its requests / 50 (run 1: 24,369 API writes, about 490 s of its 536.5 s);
                done when every StorageVersionMigration says Succeeded and every StorageState says
                ``persistedStorageVersionHashes == [currentStorageVersionHash]`` (the trigger's own settled record)
   c-intree-all kube-controller-manager 1.36.2 (every default controller and the gate StorageVersionMigrator, as
@@ -87,6 +93,22 @@ column), ``--methods a-playbook a-audit b-ksvm d-intree-changed`` (c-intree-all 
   a-audit                              22.2   1.01 (2,526)          2,526     6.1
   b-ksvm                              535.5   1.34 (3,360)         24,370     3.7
   d-intree-changed                     94.5   1.03 (2,579)          3,069     1.9
+  run 3 (23:01, commit c7d3e6c: the migrate role of 9b7f84d; all five methods, --method-timeout 1200)
+  a-playbook                           62.1   1.08 (2,705)          2,701     6.3
+  a-audit                              20.1   1.01 (2,529)          2,528     6.1
+  d-intree-changed                    105.9   1.03 (2,588)          3,077     4.5
+  b-ksvm                              535.3   1.34 (3,362)         24,375     5.4
+  c-intree-all                        149.4   1.18 (2,949)         23,894     6.3
+
+Run 3, with the role of 9b7f84d (the audit against the agreement's storage_versions, then objects_from_audit): every
+row verified (old after 0). migrate.yml took the object-level path ("Rewrite the objects the audit found stored in
+another version", 28.9 s; the records path after it migrated nothing): gizmos PUT 500 (1,000 in runs 1-2),
+VolumeAttributesClasses 2,001, so its API writes are the 2,501 old objects + the records of all 71 resources (71 POST
++ 75 PUT status + 4 PUT) + 40 lease renewals + 10 others. Its seconds doubled against run 1 at three times the load;
+its fixed cost beside the rewrite: agreement wait 7.2 s, audit 5.1 s, records 6.3 s, the records path 3.6 s, the
+second audit and records 4.4 s, the check 2.6 s. c-intree-all (68 migrations) rewrote every object, as b-ksvm does, in
+149.4 s; d-intree-changed stayed the fastest peer: a-playbook 1.71x, a-audit 5.26x faster than it (run 1: 3.87x,
+12.3x). The paragraphs below describe runs 1 and 2, before 9b7f84d.
 
 Before the migrate role audited etcd and set the records from it (the session before, same store): a-playbook 36.4 s,
 1.21 etcd writes per old object and 23,967 API writes (it rewrote every object of all 71 resources); a-audit 7.4 s,
@@ -104,7 +126,7 @@ it keeps stop at 1,000 per version. The fix belongs in roles/migrate: run that a
 to each resource's current storage version (what a-audit gives it: the running release's storage versions from the
 profiles, each CRD's storage version; or the agreement's hashes mapped back to versions), so that it names exactly the
 objects stored in another version, then give ``storage_migration`` ``objects_from_audit`` (select auto), as a-audit
-does; the records of the resources it found current are already ``[current]`` from the audit.
+does; the records of the resources it found current are already ``[current]`` from the audit (done in 9b7f84d: run 3).
 """
 
 import argparse
@@ -135,6 +157,8 @@ from bench_real_apiserver import Connections  # noqa: E402
 
 FROM, TO, ETCD = "1.35", "1.36", "3.5"
 SEED_THREADS = 8
+# storage_migration_crd.yaml and storage_state_crd.yaml as kubernetes-sigs/kube-storage-version-migrator ships them in
+# its manifests/ directory; the default is where this machine keeps a copy (KUBEUPGRADE_KSVM_MANIFESTS overrides it).
 KSVM_MANIFESTS = os.environ.get("KUBEUPGRADE_KSVM_MANIFESTS", "/work/shared/k8s-bin/ksvm-manifests")
 PROFILES = os.path.join(REPO, "tests", "fixtures", "k8s-storage-profiles.json")
 CRD_NAME, CRD_GROUP, CRD_PLURAL = "gizmos.bench.example.com", "bench.example.com", "gizmos"
