@@ -91,7 +91,8 @@ class ResourceTally:
     names_limit: int
     objects: int = 0
     bytes: int = 0  # stored values, as etcd holds them (encrypted included): what rewriting them all writes again
-    versions: Dict[str, List] = field(default_factory=dict)  # apiVersion -> [kind, names (count and first names), bytes]
+    # apiVersion -> [kind, names (count and first names), bytes, whether the target cannot decode it]
+    versions: Dict[str, List] = field(default_factory=dict)
     encryption: Dict[str, int] = field(default_factory=dict)
     unreadable_reasons: Dict[str, int] = field(default_factory=dict)
     unreadable: _Names = None
@@ -109,21 +110,22 @@ class ResourceTally:
         self.bytes += size
         where = f"{decoded.provider}:{decoded.key_name}" if decoded.provider else IDENTITY
         self.encryption[where] = self.encryption.get(where, 0) + 1
+        shown = f"{namespace}/{name}" if namespace else name
         if not decoded.readable:
-            self.unreadable.add(f"{namespace}/{name}" if namespace else name)
+            self.unreadable.add(shown)
             if decoded.encoding == envelope.UNDECODABLE:
-                self.garbage.add(f"{namespace}/{name}" if namespace else name)
+                self.garbage.add(shown)
             reason = decoded.reason or "unreadable"
             self.unreadable_reasons[reason] = self.unreadable_reasons.get(reason, 0) + 1
             return
-        shown = f"{namespace}/{name}" if namespace else name
         entry = self.versions.get(decoded.api_version)
         if entry is None:
             limit = self.names_limit if self.version_names_limit is None else self.version_names_limit
-            entry = self.versions[decoded.api_version] = [decoded.kind, _Names(limit), 0]
+            not_readable = self.readable is not None and version_of(decoded.api_version) not in self.readable
+            entry = self.versions[decoded.api_version] = [decoded.kind, _Names(limit), 0, not_readable]
         entry[1].add(shown)
         entry[2] += size
-        if self.readable is not None and version_of(decoded.api_version) not in self.readable:
+        if entry[3]:
             self.not_readable.add(shown)
 
     def result(self) -> dict:
@@ -131,7 +133,7 @@ class ResourceTally:
             {"api_version": api_version, "kind": kind, "count": names.count, "bytes": size,
              "hash": hashing.storage_version_hash(group_of(api_version), version_of(api_version), kind),
              "names": list(names.names)}
-            for api_version, (kind, names, size) in sorted(self.versions.items())
+            for api_version, (kind, names, size, _not_readable) in sorted(self.versions.items())
         ]
         judged = self.readable is not None
         return {
@@ -173,6 +175,7 @@ class AuditAggregator:
         self.options = options
         self.keys_scanned = 0
         self.tallies: Dict[str, ResourceTally] = {}
+        self._by_key: Dict[tuple, Optional[ResourceTally]] = {}  # (group, resource) -> its tally, None: filtered out
         self.internal: Dict[str, int] = {}
         self.outside = _Names(options.names_limit)
         self.filtered_out = 0
@@ -189,17 +192,25 @@ class AuditAggregator:
         if info.kind == keys.OUTSIDE:
             self.outside.add(key_text)
             return
-        name = info.resource_name
-        if not self.options.wanted(name):
+        tally = self._by_key.get((info.group, info.resource), False)
+        if tally is False:
+            tally = self._tally(info)
+        if tally is None:
             self.filtered_out += 1
             return
-        tally = self.tallies.get(name)
-        if tally is None:
-            tally = ResourceTally(info.group, info.resource, self.options.readable_for(name), self.options.names_limit,
-                                  version_names_limit=self.options.version_names_limit)
-            self.tallies[name] = tally
         decoded = decoded_value() if callable(decoded_value) else decoded_value
         tally.add(info.namespace, info.name, decoded, size)
+
+    def _tally(self, info: keys.KeyInfo) -> Optional[ResourceTally]:
+        """The tally of the first key of a resource (None when ``resources`` leaves it out), kept for the next keys."""
+        name = info.resource_name
+        tally = None
+        if self.options.wanted(name):
+            tally = self.tallies[name] = ResourceTally(info.group, info.resource, self.options.readable_for(name),
+                                                       self.options.names_limit,
+                                                       version_names_limit=self.options.version_names_limit)
+        self._by_key[(info.group, info.resource)] = tally
+        return tally
 
     def add_definition(self, info: keys.KeyInfo, value: bytes) -> None:
         """The stored value of a CustomResourceDefinition key: what its custom resources can be judged against

@@ -15,7 +15,7 @@ A key that fits none of this is reported as outside the layout, never guessed.
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import Dict, NamedTuple, Optional, Tuple
 
 NAMESPACED = "Namespaced"
 CLUSTER = "Cluster"
@@ -168,8 +168,28 @@ def _object(group: str, resource: str, scope, rest: list) -> KeyInfo:
     return _outside(f"{resource}.{group}".rstrip(".") + f" keys end in {shape}")
 
 
+# An object's directory (its key without the name) -> (group, resource, namespace): the keys of one page share a few,
+# so each key after the first of its directory is one dictionary lookup instead of the walk below.
+_OBJECT_DIRECTORIES: Dict[Tuple[str, str], Tuple[str, str, Optional[str]]] = {}
+_DIRECTORIES_KEPT = 4096
+
+
 def classify_key(key: str, prefix: str = "/registry/") -> KeyInfo:
     """Map one etcd key (text) to its resource, or say why it is outside the layout."""
+    directory, _slash, name = key.rpartition("/")
+    found = _OBJECT_DIRECTORIES.get((prefix, directory)) if name else None
+    if found is not None:
+        return KeyInfo(OBJECT, found[0], found[1], found[2], name)
+    info = _classify(key, prefix)
+    # Kept only where the name cannot change the answer: below a head of two-segment prefixes ("ranges/serviceips"),
+    # a key of two segments is looked up with its last one.
+    if (info.kind == OBJECT and info.name == name and len(_OBJECT_DIRECTORIES) < _DIRECTORIES_KEPT
+            and (key.count("/", len(prefix)) >= 2 or key[len(prefix):].partition("/")[0] not in _TWO_SEGMENT_HEADS)):
+        _OBJECT_DIRECTORIES[(prefix, directory)] = (info.group, info.resource, info.namespace)
+    return info
+
+
+def _classify(key: str, prefix: str) -> KeyInfo:
     if not key.startswith(prefix):
         return _outside("not under the prefix")
     parts = key[len(prefix):].split("/")
