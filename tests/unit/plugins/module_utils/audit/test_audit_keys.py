@@ -111,3 +111,16 @@ def test_every_builtin_of_every_release_has_a_key_prefix():
     for release in PROFILES.releases():
         missing = set(PROFILES.get(release).resources) - mapped
         assert not missing, f"{release}: {sorted(missing)}"
+
+
+def test_a_directory_seen_before_gives_the_answer_the_full_walk_gives():
+    """classify_key keeps object directories; every key still classifies as the walk classifies it, in any order."""
+    tricky = ["/registry/pods/ns/a", "/registry/pods/ns/b", "/registry/pods/ns/", "/registry/pods/ns/a/extra",
+              "/registry/ranges/serviceips", "/registry/ranges/servicenodeports", "/registry/masterleases/10.0.0.1",
+              "/registry/apiregistration.k8s.io/apiservices/v1.apps", "/registry/apiregistration.k8s.io/apiservices/v1.",
+              "/registry/namespaces/default", "/registry/namespaces/default/x", "/registry/example.com/widgets/ns/w",
+              "/registry/example.com/widgets/w", "/registry/example.com/widgets/ns/", "/other/pods/ns/a"]
+    for order in (tricky, list(reversed(tricky)), tricky * 2):
+        keys._OBJECT_DIRECTORIES.clear()
+        for key in order:
+            assert keys.classify_key(key) == keys._classify(key, "/registry/"), key
