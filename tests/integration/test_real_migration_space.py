@@ -130,16 +130,16 @@ def _play(ansible_playbook, plane, tmp_path, name):
                             "group/kubeupgrade.storage.storage": {"kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints}},
         "tasks": [
             {"name": "Audit etcd for objects the target cannot decode, listing every one",
-             "kubeupgrade.storage.storage_version_audit": {"target_release": TODAY_TO, "target_crds": [TARGET_CRD],
-                                                          "names_limit": -1, "pages_per_second": 0},
+             "kubeupgrade.storage.storage_version_audit": {
+                 "target_release": TODAY_TO, "target_crds": [TARGET_CRD], "names_limit": -1, "pages_per_second": 0},
              "register": "audit"},
-            {"name": "Keep the audit", "ansible.builtin.copy": {"content": "{{ audit | to_json }}", "dest": str(audit_out),
-                                                               "mode": "0600"}},
+            {"name": "Keep the audit", "ansible.builtin.copy": {
+                "content": "{{ audit | to_json }}", "dest": str(audit_out), "mode": "0600"}},
             {"name": "Rewrite only those objects", "kubeupgrade.storage.storage_migration": {
                 "objects_from_audit": "{{ audit }}", "checkpoint_dir": str(tmp_path / "checkpoints"), "timeout": 120},
              "register": "migrated"},
-            {"name": "Keep the result", "ansible.builtin.copy": {"content": "{{ migrated | to_json }}",
-                                                                "dest": str(migrated_out), "mode": "0600"}},
+            {"name": "Keep the result", "ansible.builtin.copy": {
+                "content": "{{ migrated | to_json }}", "dest": str(migrated_out), "mode": "0600"}},
         ]}]))
     result = ansible_playbook(playbook)
     audit = json.loads(audit_out.read_text()) if audit_out.exists() else None
