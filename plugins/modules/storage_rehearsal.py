@@ -63,8 +63,8 @@ options:
   etcd_image:
     description:
       - The etcd image in containerd's C(k8s.io) namespace to take the scratch etcd from, when O(etcd_binary) is not
-        given and no C(etcd) is in C(PATH). Default the image of the etcd static pod
-        (C(/etc/kubernetes/manifests/etcd.yaml)) on a kubeadm host.
+        given and no C(etcd) is in C(PATH). Default the image of the etcd static pod C(etcd.yaml) in the directory of
+        O(apiserver_manifest) (C(/etc/kubernetes/manifests/etcd.yaml) on a kubeadm host).
     type: str
   containerd_address:
     description:

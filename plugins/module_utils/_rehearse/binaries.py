@@ -38,6 +38,14 @@ class Unavailable(ConfigurationError):
     cluster's flags); the message says what and how to provide it."""
 
 
+def etcd_manifest_beside(apiserver_manifest: str = "") -> str:
+    """The etcd static pod in the directory of the kube-apiserver's (kubeadm writes both to its manifests directory);
+    kubeadm's path when no apiserver manifest was read."""
+    if not apiserver_manifest:
+        return ETCD_MANIFEST
+    return os.path.join(os.path.dirname(apiserver_manifest), "etcd.yaml")
+
+
 def image_of_manifest(path: str) -> Optional[str]:
     """The image of a static pod manifest's first container, or None when there is no such file."""
     if not os.path.isfile(path) or not HAS_YAML:

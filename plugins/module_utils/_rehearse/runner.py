@@ -185,17 +185,18 @@ def _require_flags(params: dict, flags_from: str) -> None:
                                    "host, or give apiserver_manifest, or the flags as options")
 
 
-def _binaries(params: dict, mounts: Optional[binaries.ImageMounts]) -> Tuple[str, str]:
+def _binaries(params: dict, mounts: Optional[binaries.ImageMounts], manifest_path: str = "") -> Tuple[str, str]:
     """The target kube-apiserver and the etcd for the copy: the paths given; else the images this host's containerd
-    holds (the target release's; the one the cluster's etcd static pod runs: its own etcd, measured, not assumed),
-    else (etcd) the one in PATH."""
+    holds (the target release's; the one the cluster's etcd static pod runs, next to the apiserver's manifest: its
+    own etcd, measured, not assumed), else (etcd) the one in PATH."""
     mounts = mounts or binaries.ImageMounts(params.get("containerd_address"), mount=False)
     binary = params.get("apiserver_binary") or mounts.binary(
         "kube-apiserver", params.get("apiserver_image"), params.get("target_version") or params.get("target_release"),
         option="apiserver_image")
     if params.get("etcd_binary"):
         return binary, params["etcd_binary"]
-    image = params.get("etcd_image") or binaries.image_of_manifest(binaries.ETCD_MANIFEST)
+    etcd_manifest = binaries.etcd_manifest_beside(manifest_path)
+    image = params.get("etcd_image") or binaries.image_of_manifest(etcd_manifest)
     if image:
         try:
             return binary, mounts.binary("etcd", image, option="etcd_image")
@@ -204,7 +205,7 @@ def _binaries(params: dict, mounts: Optional[binaries.ImageMounts]) -> Tuple[str
                 raise
     etcd = shutil.which("etcd")
     if not etcd:
-        raise binaries.Unavailable(f"no etcd binary for the copy: none in PATH and no etcd static pod at {binaries.ETCD_MANIFEST} "
+        raise binaries.Unavailable(f"no etcd binary for the copy: none in PATH and no etcd static pod at {etcd_manifest} "
                                    "whose image holds one; give etcd_binary (3.4 or later) or etcd_image")
     return binary, etcd
 
@@ -237,7 +238,7 @@ def plan(params: dict, mounts: Optional[binaries.ImageMounts] = None) -> Plan:
                                    f"host whose {model.MANIFEST} names them")
     flags_from = _flags_from(params, manifest_path)
     _require_flags(params, flags_from)
-    binary, etcd_binary = _binaries(params, mounts)
+    binary, etcd_binary = _binaries(params, mounts, manifest_path)
     binary = _executable("apiserver_binary", binary, "target kube-apiserver binary")
     git_version = binary_version(binary)
     wanted = params.get("target_release")

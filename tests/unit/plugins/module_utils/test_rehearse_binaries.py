@@ -113,6 +113,22 @@ def test_the_target_and_etcd_come_from_the_images_mounted_read_only_and_are_unmo
     assert not any(os.path.exists(directory) for directory in directories)
 
 
+def test_etcd_comes_from_the_etcd_static_pod_beside_the_apiserver_manifest_given(host):
+    """A manifests directory elsewhere than kubeadm's (apiserver_manifest given): its etcd.yaml names etcd's image."""
+    host["image"]("registry.k8s.io/kube-apiserver:v1.36.2", "kube-apiserver", "Kubernetes v1.36.2")
+    host["image"]("registry.k8s.io/etcd:3.5.30-0", "etcd", "etcd Version: 3.5.30")
+    host["manifests"]()
+    elsewhere = host["tmp"] / "elsewhere"
+    elsewhere.mkdir()
+    os.rename(host["tmp"] / "manifests" / "kube-apiserver.yaml", elsewhere / "kube-apiserver.yaml")
+    (elsewhere / "etcd.yaml").write_text("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: etcd\n"
+                                         "    image: registry.k8s.io/etcd:3.5.30-0\n")
+    with binaries.ImageMounts(host["socket"]) as mounts:
+        plan = rehearse_runner.plan(params(host, apiserver_manifest=str(elsewhere / "kube-apiserver.yaml")), mounts)
+        assert str(plan.etcd_version) == "3.5.30" and "registry.k8s.io/etcd:3.5.30-0" in [m["image"] for m in mounts.summary()]
+    assert binaries.etcd_manifest_beside("") == binaries.ETCD_MANIFEST
+
+
 def test_kubeupgrade_target_version_picks_that_patch_and_a_given_image_must_be_there(host):
     for version in ("1.36.1", "1.36.2"):
         host["image"](f"registry.k8s.io/kube-apiserver:v{version}", "kube-apiserver", f"Kubernetes v{version}")
