@@ -244,6 +244,11 @@ def containerd(tmp_path):
         daemon.stop()
 
 
+def _image_mounts():
+    """The rehearsal's image mount points on this machine (kubeupgrade-<component>-image-*)."""
+    return sorted(point for point, _fs, _src in mounts() if "/kubeupgrade-" in point and "-image-" in point)
+
+
 def _rollback_blocked_by_a_device_taint_rule(real_plane_factory):
     """Two 1.36.2 apiservers storing a DeviceTaintRule (through resource.k8s.io/v1beta2); 1.35 has the resource only as
     v1alpha3, which this cluster's runtime-config turns off."""
@@ -268,7 +273,7 @@ def test_a_rollback_rehearsed_from_the_target_image_in_containerd_at_defaults_na
     upstream_images(tmp_path / "images", {target_image: ("/usr/local/bin/kube-apiserver", target),
                                           ETCD_IMAGE: ("/usr/local/bin/etcd", plane.etcd.binary)}, containerd)
     manifest = static_pod_manifests(plane, tmp_path / "kubernetes" / "manifests", etcd_image=ETCD_IMAGE)
-    snapshots, leases = containerd.snapshots(), containerd.leases()
+    snapshots, leases, mounted = containerd.snapshots(), containerd.leases(), _image_mounts()
     extra = {"kubeupgrade_etcd": plane.etcd_settings, "kubeupgrade_etcd_become": False,
              "kubeupgrade_apiserver_manifest": str(manifest), "kubeupgrade_containerd_address": str(containerd.socket)}
     blocked = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_FROM, **extra)
@@ -281,8 +286,7 @@ def test_a_rollback_rehearsed_from_the_target_image_in_containerd_at_defaults_na
     assert taints["verdict"] == "removed" and taints["objects_named"] == ["gpu-broken"], taints
     assert "Measured by the rehearsal with v1.35.3" in taints["reason"], taints
     # the images were mounted read-only for the run, then unmounted with their snapshots and leases
-    assert (containerd.snapshots(), containerd.leases()) == (snapshots, leases)
-    assert [point for point, _fs, _src in mounts() if "kubeupgrade-" in point] == []
+    assert (containerd.snapshots(), containerd.leases(), _image_mounts()) == (snapshots, leases, mounted)
     delete_all(plane, "/apis/resource.k8s.io/v1beta2/devicetaintrules")
     rolled = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_FROM, **extra)
     assert rolled.rc == 0, explain(rolled)
@@ -290,4 +294,4 @@ def test_a_rollback_rehearsed_from_the_target_image_in_containerd_at_defaults_na
     assert any(note.startswith("Rehearsed") for note in report(tmp_path, f"preflight-{TODAY_FROM}")["notes"])
     for index in range(2):
         assert unreadable(plane, index) == []
-    assert (containerd.snapshots(), containerd.leases()) == (snapshots, leases)
+    assert (containerd.snapshots(), containerd.leases(), _image_mounts()) == (snapshots, leases, mounted)
