@@ -123,6 +123,18 @@ options:
       - Default C(/etc/kubernetes/manifests/kube-apiserver.yaml) (kubeadm, kubespray) when it exists. C("") reads no
         manifest (every flag from the options).
     type: path
+  apiserver_manifest_backups:
+    description:
+      - Where kubeadm keeps the static pod manifests that C(kubeadm upgrade apply) and C(kubeadm upgrade node) replaced,
+        each in a C(kubeadm-backup-manifests-<timestamp>) directory. Read for a rollback only - a target older than the
+        release of the image in O(apiserver_manifest) - whose flags (a feature gate or a runtime-config group/version of
+        the newer release only) are not how the target ran here.
+      - The storage flags of a rollback then come from the newest backup (by modification time) whose kube-apiserver
+        image is of the target release; without one, from O(apiserver_manifest). RV(flags_from) says which, and why.
+        The etcd connection is always the current manifest's.
+      - Default the C(tmp) directory beside the manifest's directory (C(/etc/kubernetes/tmp) for
+        C(/etc/kubernetes/manifests/kube-apiserver.yaml)). C("") reads no backup. A path given must be a directory.
+    type: path
   encryption_config:
     description: The apiserver's C(--encryption-provider-config) file. C("") drops the manifest's.
     type: path
@@ -254,7 +266,11 @@ images:
   type: list
   elements: dict
 flags_from:
-  description: Where the cluster's flags were read - the manifest, the options, or C(none) (the target's defaults).
+  description:
+    - Where the cluster's flags were read - the manifest (for a rollback, kubeadm's backup of the target release's
+      manifest, or the current manifest and why), the options, or C(none) (the target's defaults).
+  sample: "kubeadm's backup /etc/kubernetes/tmp/kubeadm-backup-manifests-2026-03-01-10-00-00/kube-apiserver.yaml of the 1.35
+    manifest (registry.k8s.io/kube-apiserver:v1.35.3), for a rollback from registry.k8s.io/kube-apiserver:v1.36.2"
   returned: success
   type: str
 verdict:
@@ -402,6 +418,7 @@ def argument_spec() -> dict:
         page_size=dict(type="int", default=1000),
         pages_per_second=dict(type="float", default=20),
         apiserver_manifest=dict(type="path"),
+        apiserver_manifest_backups=dict(type="path"),
         encryption_config=dict(type="path"),
         runtime_config=dict(type="str"),
         feature_gates=dict(type="str"),

@@ -306,13 +306,17 @@ def delete_all(plane, collection, index=0):
         assert status in (200, 202), f"DELETE {path}: {status} {answer}"
 
 
-def static_pod_manifests(plane, directory, index=0, etcd_image=None) -> Path:
+def static_pod_manifests(plane, directory, index=0, etcd_image=None, release=None) -> Path:
     """What kubeadm writes to /etc/kubernetes/manifests for the host of apiserver ``index``, in ``directory``: its
     kube-apiserver static pod (the image of its release, the flags it runs with, its etcd connection), and with
-    ``etcd_image`` an etcd static pod running that image; the kube-apiserver manifest's path."""
-    from realcp.plane import apiserver_argv
+    ``etcd_image`` an etcd static pod running that image; the kube-apiserver manifest's path. With ``release``, the
+    manifest of that release's binary on this host (as kubeadm's backup keeps the one an upgrade replaced)."""
+    from realcp.plane import apiserver_argv, binary
     state = plane.state()
-    server = state["apiservers"][index]
+    server = dict(state["apiservers"][index])
+    if release:
+        server["binary"] = binary(release, assets=state["assets"])
+        server["version"] = Path(server["binary"]).parent.name.lstrip("v")
     argv = apiserver_argv(state, index, server["binary"])
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)

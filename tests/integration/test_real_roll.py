@@ -265,7 +265,7 @@ def test_a_rollback_rehearsed_from_the_target_image_in_containerd_at_defaults_na
     the etcd static pod's, and the target's image in containerd (kubeadm config images pull). With no rehearsal
     setting, the pre-flight rehearses: 1.35.3 from its image reads the copy with the cluster's flags, names the object
     it does not serve, and blocks before any host; nothing of the images stays mounted. Once the object is gone, the
-    rollback completes."""
+    rollback completes, rehearsed with the flags of kubeadm's backup of the 1.35 manifest."""
     from realcp.plane import binary
     plane = _rollback_blocked_by_a_device_taint_rule(real_plane_factory)
     target = binary(TODAY_FROM)
@@ -287,11 +287,16 @@ def test_a_rollback_rehearsed_from_the_target_image_in_containerd_at_defaults_na
     assert "Measured by the rehearsal with v1.35.3" in taints["reason"], taints
     # the images were mounted read-only for the run, then unmounted with their snapshots and leases
     assert (containerd.snapshots(), containerd.leases(), _image_mounts()) == (snapshots, leases, mounted)
+    assert "kubeadm kept no backup of a 1.35 kube-apiserver manifest" in rehearsed[0], rehearsed
     delete_all(plane, "/apis/resource.k8s.io/v1beta2/devicetaintrules")
+    # kubeadm upgrade apply kept the 1.35 manifest it replaced: the rollback is rehearsed with the flags 1.35 ran with
+    backup = static_pod_manifests(plane, tmp_path / "kubernetes" / "tmp" / "kubeadm-backup-manifests-2026-03-01-10-00-00",
+                                  release=TODAY_FROM)
     rolled = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_FROM, **extra)
     assert rolled.rc == 0, explain(rolled)
     assert versions(plane) == ["v1.35.3", "v1.35.3"]
-    assert any(note.startswith("Rehearsed") for note in report(tmp_path, f"preflight-{TODAY_FROM}")["notes"])
+    notes = report(tmp_path, f"preflight-{TODAY_FROM}")["notes"]
+    assert any(note.startswith("Rehearsed") and f"kubeadm's backup {backup}" in note for note in notes), notes
     for index in range(2):
         assert unreadable(plane, index) == []
     assert (containerd.snapshots(), containerd.leases(), _image_mounts()) == (snapshots, leases, mounted)

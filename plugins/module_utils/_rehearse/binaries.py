@@ -58,6 +58,12 @@ def image_of_manifest(path: str) -> Optional[str]:
         return None
 
 
+def image_version(name: str) -> Optional[Tuple[int, int, int]]:
+    """(major, minor, patch) of an image's tag (``registry.k8s.io/kube-apiserver:v1.36.2``), None without one."""
+    match = _TAG.search(name)
+    return tuple(int(match.group(part)) for part in ("major", "minor", "patch")) if match else None
+
+
 def newest_for_release(names: List[str], component: str, release: str) -> Optional[str]:
     """The newest patch of ``release`` (``1.36``, or ``1.36.2`` for that patch only) among image names
     (``registry.k8s.io/kube-apiserver:v1.36.2``, from any registry: kubeadm's imageRepository may be a mirror), a

@@ -129,6 +129,46 @@ def test_etcd_comes_from_the_etcd_static_pod_beside_the_apiserver_manifest_given
     assert binaries.etcd_manifest_beside("") == binaries.ETCD_MANIFEST
 
 
+def _backup(host, stamp, image, gates):
+    directory = host["tmp"] / "tmp" / f"kubeadm-backup-manifests-{stamp}"
+    directory.mkdir(parents=True)
+    (directory / "kube-apiserver.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: kube-apiserver\n"
+        f"    image: {image}\n    command: [kube-apiserver, --etcd-servers=https://10.0.0.9:2379, --feature-gates={gates}]\n")
+    return directory / "kube-apiserver.yaml"
+
+
+def test_a_rollback_runs_with_the_flags_of_kubeadms_backup_of_the_target_release_and_says_so(host):
+    """The current manifest is 1.35.3's (the fixture's); rolling back to 1.34 takes kubeadm's newest 1.34 backup."""
+    host["image"]("registry.k8s.io/kube-apiserver:v1.34.4", "kube-apiserver", "Kubernetes v1.34.4")
+    host["manifests"]()
+    _backup(host, "2026-01-01-10-00-00", "registry.k8s.io/kube-apiserver:v1.34.1", "Old=true")
+    newest = _backup(host, "2026-02-01-10-00-00", "registry.k8s.io/kube-apiserver:v1.34.4", "DRADeviceTaints=false")
+    os.utime(newest.parent, (2e9, 2e9))
+    with binaries.ImageMounts(host["socket"]) as mounts:
+        plan = rehearse_runner.plan(params(host, target_release="1.34", etcd_binary=_etcd(host)), mounts)
+    assert plan.flags["feature-gates"] == "DRADeviceTaints=false"
+    assert plan.flags_from.startswith(f"kubeadm's backup {newest} of the 1.34 manifest")
+    assert plan.etcd.endpoints == ["https://127.0.0.1:2379"]  # the etcd connection stays the current manifest's
+    with binaries.ImageMounts(host["socket"]) as mounts:  # "": no backup read, and the current manifest said as such
+        plan = rehearse_runner.plan(params(host, target_release="1.34", etcd_binary=_etcd(host), apiserver_manifest_backups=""),
+                                    mounts)
+    assert plan.flags["feature-gates"] == "DRADeviceTaints=true"
+    assert plan.flags_from.startswith(f"the manifest {model.MANIFEST} (a rollback from registry.k8s.io/kube-apiserver:v1.35.3, "
+                                      "and kubeadm kept no backup of a 1.34")
+    with pytest.raises(ConfigurationError, match=r"apiserver_manifest_backups: .*absent is not a directory"):
+        rehearse_runner.plan(params(host, apiserver_manifest_backups=str(host["tmp"] / "absent")))
+
+
+def test_an_upgrade_runs_with_the_current_manifests_flags_whatever_the_backups(host):
+    host["image"]("registry.k8s.io/kube-apiserver:v1.36.2", "kube-apiserver", "Kubernetes v1.36.2")
+    host["manifests"]()
+    _backup(host, "2026-01-01-10-00-00", "registry.k8s.io/kube-apiserver:v1.36.1", "Old=true")
+    with binaries.ImageMounts(host["socket"]) as mounts:
+        plan = rehearse_runner.plan(params(host, etcd_binary=_etcd(host)), mounts)
+    assert plan.flags["feature-gates"] == "DRADeviceTaints=true" and plan.flags_from == f"the manifest {model.MANIFEST}"
+
+
 def test_kubeupgrade_target_version_picks_that_patch_and_a_given_image_must_be_there(host):
     for version in ("1.36.1", "1.36.2"):
         host["image"](f"registry.k8s.io/kube-apiserver:v{version}", "kube-apiserver", f"Kubernetes v{version}")
