@@ -48,17 +48,23 @@ options:
       - Default the binary in the target image containerd holds on the host (kubeadm pulls the target images before an
         upgrade) - O(apiserver_image), else the newest patch of O(target_release) named C(*/kube-apiserver:vX.Y.Z) in the
         C(k8s.io) namespace - mounted read-only with C(ctr images mount) for the run, then unmounted and its snapshot
-        removed (RV(images)). The image is never pulled - pull it first (C(kubeadm config images pull)).
+        removed (RV(images)).
+      - "An image containerd lacks is pulled first with C(ctr images pull) - O(apiserver_image), else the one
+        C(kubeadm config images pull) pulls for O(target_version) at kubeadm's default registry
+        (C(registry.k8s.io/kube-apiserver:v<target_version>)); it stays in containerd, where the upgrade needs it.
+        With O(target_release) only, nothing is pulled (the patch is unknown). A failed pull names the image and how
+        to provide it (C(kubeadm config images pull), or C(ctr --namespace k8s.io images import)); as the default
+        evidence (O(if_unavailable=skip)) that is the reason the rehearsal did not run."
     type: path
   target_version:
     description:
       - The target's patch release (C(1.36.2)) - the image taken from containerd is that one's, not the newest patch of
-        O(target_release).
+        O(target_release), and pulled when containerd lacks it.
     type: str
   apiserver_image:
     description:
       - The target kube-apiserver image in containerd's C(k8s.io) namespace to take the binary from
-        (C(registry.k8s.io/kube-apiserver:v1.36.2)), when O(apiserver_binary) is not given; it must be there.
+        (C(registry.k8s.io/kube-apiserver:v1.36.2)), when O(apiserver_binary) is not given; pulled when it is not there.
     type: str
   etcd_image:
     description:
@@ -261,7 +267,9 @@ not_rehearsed:
   returned: when not rehearsed
   type: str
 images:
-  description: The images the binaries were taken from, each C(image) and C(mounted_at) (unmounted before the module returns).
+  description:
+    - The images the binaries were taken from, each C(image), C(mounted_at) (unmounted before the module returns) and
+      C(pulled) (whether this run pulled it into containerd).
   returned: success
   type: list
   elements: dict

@@ -16,7 +16,7 @@ import time
 
 import pytest
 import yaml
-from containerd_images import Containerd, missing_requirements, mounts, upstream_images
+from containerd_images import mounts, upstream_images
 from real_binaries import (
     PATHS_128,
     REMOVED_IN_132,
@@ -226,22 +226,6 @@ def test_a_rollback_to_a_release_that_serves_a_stored_resource_only_behind_an_un
 
 
 ETCD_IMAGE = "registry.k8s.io/etcd:3.5.30-0"  # the plane's etcd release, under kubeadm's name for it
-
-
-@pytest.fixture
-def containerd(tmp_path):
-    """A private containerd (its own root, state and socket; no CRI), stopped at teardown."""
-    missing = missing_requirements()
-    if missing:
-        reason = f"a private containerd cannot run here, missing: {'; '.join(missing)}"
-        if os.environ.get("CI") == "true" or os.environ.get("KUBEUPGRADE_TEST_REQUIRE_CONTAINERD"):
-            pytest.fail(reason, pytrace=False)
-        pytest.skip(reason)
-    daemon = Containerd(tmp_path / "containerd", tmp_path / "containerd.log")
-    try:
-        yield daemon.start()
-    finally:
-        daemon.stop()
 
 
 def _image_mounts():

@@ -211,9 +211,10 @@ def _binaries(params: dict, mounts: Optional[binaries.ImageMounts], manifest_pat
     holds (the target release's; the one the cluster's etcd static pod runs, next to the apiserver's manifest: its
     own etcd, measured, not assumed), else (etcd) the one in PATH."""
     mounts = mounts or binaries.ImageMounts(params.get("containerd_address"), mount=False)
+    version = params.get("target_version") or params.get("target_release")
     binary = params.get("apiserver_binary") or mounts.binary(
-        "kube-apiserver", params.get("apiserver_image"), params.get("target_version") or params.get("target_release"),
-        option="apiserver_image")
+        "kube-apiserver", params.get("apiserver_image"), version, option="apiserver_image",
+        pull=binaries.image_to_pull("kube-apiserver", params.get("apiserver_image"), params.get("target_version")))
     if params.get("etcd_binary"):
         return binary, params["etcd_binary"]
     etcd_manifest = binaries.etcd_manifest_beside(manifest_path)
