@@ -38,7 +38,7 @@ description:
     manifest's (each file replaced by its option when given) only without O(etcd_endpoints)."
   - Feed the result to M(kubeupgrade.storage.storage_version_check) as O(kubeupgrade.storage.storage_version_check#module:rehearsal),
     which gates on it.
-  - Runs the same in check mode (it changes nothing in the cluster).
+  - Runs the same in check mode (it changes nothing in the cluster), except that it pulls no image.
 author: kubeupgrade.storage maintainers (@kubeupgrade)
 options:
   apiserver_binary:
@@ -51,7 +51,8 @@ options:
         removed (RV(images)).
       - "An image containerd lacks is pulled first with C(ctr images pull) - O(apiserver_image), else the one
         C(kubeadm config images pull) pulls for O(target_version) at kubeadm's default registry
-        (C(registry.k8s.io/kube-apiserver:v<target_version>)); it stays in containerd, where the upgrade needs it.
+        (C(registry.k8s.io/kube-apiserver:v<target_version>)); it stays in containerd, where the upgrade needs it. Not in
+        check mode.
         With O(target_release) only, nothing is pulled (the patch is unknown). A failed pull names the image and how
         to provide it (C(kubeadm config images pull), or C(ctr --namespace k8s.io images import)); as the default
         evidence (O(if_unavailable=skip)) that is the reason the rehearsal did not run."

@@ -111,9 +111,10 @@ def pull_failed(image: str, address: str, error: str, option: str = "") -> str:
 class ImageMounts:
     """Images mounted read-only for one run; ``close`` unmounts them and removes their snapshots and directories."""
 
-    def __init__(self, address: Optional[str] = None, mount: bool = True):
+    def __init__(self, address: Optional[str] = None, mount: bool = True, pull: bool = True):
         self.address = address or DEFAULT_CONTAINERD
         self.may_mount = mount  # False for a plan made outside a run, which would not unmount
+        self.may_pull = pull and mount  # False in check mode: a pull changes the host's containerd
         self.mounted: List[Tuple[str, str]] = []  # (image, directory)
         self.pulled: List[str] = []  # images this run pulled into containerd (left there: the upgrade needs them)
         self._names: Optional[List[str]] = None
@@ -162,12 +163,14 @@ class ImageMounts:
         """The path of ``component``'s binary in its image, mounted read-only: ``image`` when given, else the newest
         patch of ``release`` this containerd holds; when it holds neither, ``pull`` (an image name) is pulled first."""
         names = self.names()
+        unpulled = " (not pulled in check mode)" if pull and not self.may_pull else ""
+        pull = pull if self.may_pull else None
         if image:
             if image not in names:
                 if not pull:
                     raise Unavailable(f"{option or component + '_image'}: {image} is not in containerd's {NAMESPACE} namespace at "
-                                      f"{self.address}: pull it first (kubeadm config images pull --kubernetes-version <version>, "
-                                      f"or crictl pull {image}), or give the binary's path")
+                                      f"{self.address}{unpulled}: pull it first (kubeadm config images pull --kubernetes-version "
+                                      f"<version>, or crictl pull {image}), or give the binary's path")
                 self.pull(image, option)
         else:
             image = newest_for_release(names, component, release) if release else None
@@ -175,7 +178,7 @@ class ImageMounts:
                 image = self.pull(pull)
             if not image:
                 raise Unavailable(f"no {component} image of {release or 'the target release'} in containerd's {NAMESPACE} "
-                                  f"namespace at {self.address}: pull the target's images first (kubeadm config images pull "
+                                  f"namespace at {self.address}{unpulled}: pull the target's images first (kubeadm config images pull "
                                   "--kubernetes-version <version>), or give apiserver_binary")
         if not self.may_mount:
             raise ConfigurationError(f"{component}: {image} would have to be mounted, outside a run that unmounts it: give "

@@ -520,7 +520,7 @@ def not_rehearsed(reason: str) -> dict:
 def run(kum) -> dict:
     """Entry point of the module; fails with the result when something blocks."""
     params = kum.params
-    with binaries.ImageMounts(params.get("containerd_address")) as mounts:
+    with binaries.ImageMounts(params.get("containerd_address"), pull=not getattr(kum, "check_mode", False)) as mounts:
         try:
             plan_ = plan(params, mounts)
         except binaries.Unavailable as error:

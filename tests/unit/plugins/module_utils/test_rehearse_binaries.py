@@ -287,3 +287,12 @@ class _Kum:
 
     def warn(self, _text):
         pass
+
+
+def test_check_mode_pulls_nothing_and_says_so(host):
+    host["image"]("registry.k8s.io/kube-apiserver:v1.36.3", "kube-apiserver", "Kubernetes v1.36.3", remote=True)
+    host["manifests"]()
+    with binaries.ImageMounts(host["socket"], pull=False) as mounts, pytest.raises(binaries.Unavailable,
+                                                                                   match=r"\(not pulled in check mode\)"):
+        rehearse_runner.plan(params(host, target_version="1.36.3", etcd_binary=_etcd(host)), mounts)
+    assert not any("images pull" in call for call in host["log"].read_text().splitlines())
