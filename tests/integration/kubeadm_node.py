@@ -504,7 +504,7 @@ class KubeadmNode:
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{self.containerd_dir / 'cni-bin'}"
     conf_dir = "{self.containerd_dir / 'cni-conf'}"
-""", encoding="utf-8")
+""")
         # A network configuration whose plugin is never called (every pod here is a static pod on the host network):
         # containerd then reports the network ready, and the node is Ready, as kubeadm upgrade's ControlPlaneNodesReady
         # preflight check requires.
