@@ -38,7 +38,7 @@ description:
     manifest's (each file replaced by its option when given) only without O(etcd_endpoints)."
   - Feed the result to M(kubeupgrade.storage.storage_version_check) as O(kubeupgrade.storage.storage_version_check#module:rehearsal),
     which gates on it.
-  - Runs the same in check mode (it changes nothing in the cluster).
+  - Runs the same in check mode (it changes nothing in the cluster), except that it pulls no image.
 author: kubeupgrade.storage maintainers (@kubeupgrade)
 options:
   apiserver_binary:
@@ -48,23 +48,30 @@ options:
       - Default the binary in the target image containerd holds on the host (kubeadm pulls the target images before an
         upgrade) - O(apiserver_image), else the newest patch of O(target_release) named C(*/kube-apiserver:vX.Y.Z) in the
         C(k8s.io) namespace - mounted read-only with C(ctr images mount) for the run, then unmounted and its snapshot
-        removed (RV(images)). The image is never pulled - pull it first (C(kubeadm config images pull)).
+        removed (RV(images)).
+      - "An image containerd lacks is pulled first with C(ctr images pull) - O(apiserver_image), else the one
+        C(kubeadm config images pull) pulls for O(target_version) at kubeadm's default registry
+        (C(registry.k8s.io/kube-apiserver:v<target_version>)); it stays in containerd, where the upgrade needs it. Not in
+        check mode.
+        With O(target_release) only, nothing is pulled (the patch is unknown). A failed pull names the image and how
+        to provide it (C(kubeadm config images pull), or C(ctr --namespace k8s.io images import)); as the default
+        evidence (O(if_unavailable=skip)) that is the reason the rehearsal did not run."
     type: path
   target_version:
     description:
       - The target's patch release (C(1.36.2)) - the image taken from containerd is that one's, not the newest patch of
-        O(target_release).
+        O(target_release), and pulled when containerd lacks it.
     type: str
   apiserver_image:
     description:
       - The target kube-apiserver image in containerd's C(k8s.io) namespace to take the binary from
-        (C(registry.k8s.io/kube-apiserver:v1.36.2)), when O(apiserver_binary) is not given; it must be there.
+        (C(registry.k8s.io/kube-apiserver:v1.36.2)), when O(apiserver_binary) is not given; pulled when it is not there.
     type: str
   etcd_image:
     description:
       - The etcd image in containerd's C(k8s.io) namespace to take the scratch etcd from, when O(etcd_binary) is not
-        given and no C(etcd) is in C(PATH). Default the image of the etcd static pod
-        (C(/etc/kubernetes/manifests/etcd.yaml)) on a kubeadm host.
+        given and no C(etcd) is in C(PATH). Default the image of the etcd static pod C(etcd.yaml) in the directory of
+        O(apiserver_manifest) (C(/etc/kubernetes/manifests/etcd.yaml) on a kubeadm host).
     type: str
   containerd_address:
     description:
@@ -122,6 +129,18 @@ options:
         must exist.
       - Default C(/etc/kubernetes/manifests/kube-apiserver.yaml) (kubeadm, kubespray) when it exists. C("") reads no
         manifest (every flag from the options).
+    type: path
+  apiserver_manifest_backups:
+    description:
+      - Where kubeadm keeps the static pod manifests that C(kubeadm upgrade apply) and C(kubeadm upgrade node) replaced,
+        each in a C(kubeadm-backup-manifests-<timestamp>) directory. Read for a rollback only - a target older than the
+        release of the image in O(apiserver_manifest) - whose flags (a feature gate or a runtime-config group/version of
+        the newer release only) are not how the target ran here.
+      - The storage flags of a rollback then come from the newest backup (by modification time) whose kube-apiserver
+        image is of the target release; without one, from O(apiserver_manifest). RV(flags_from) says which, and why.
+        The etcd connection is always the current manifest's.
+      - Default the C(tmp) directory beside the manifest's directory (C(/etc/kubernetes/tmp) for
+        C(/etc/kubernetes/manifests/kube-apiserver.yaml)). C("") reads no backup. A path given must be a directory.
     type: path
   encryption_config:
     description: The apiserver's C(--encryption-provider-config) file. C("") drops the manifest's.
@@ -249,12 +268,18 @@ not_rehearsed:
   returned: when not rehearsed
   type: str
 images:
-  description: The images the binaries were taken from, each C(image) and C(mounted_at) (unmounted before the module returns).
+  description:
+    - The images the binaries were taken from, each C(image), C(mounted_at) (unmounted before the module returns) and
+      C(pulled) (whether this run pulled it into containerd).
   returned: success
   type: list
   elements: dict
 flags_from:
-  description: Where the cluster's flags were read - the manifest, the options, or C(none) (the target's defaults).
+  description:
+    - Where the cluster's flags were read - the manifest (for a rollback, kubeadm's backup of the target release's
+      manifest, or the current manifest and why), the options, or C(none) (the target's defaults).
+  sample: "kubeadm's backup /etc/kubernetes/tmp/kubeadm-backup-manifests-2026-03-01-10-00-00/kube-apiserver.yaml of the 1.35
+    manifest (registry.k8s.io/kube-apiserver:v1.35.3), for a rollback from registry.k8s.io/kube-apiserver:v1.36.2"
   returned: success
   type: str
 verdict:
@@ -402,6 +427,7 @@ def argument_spec() -> dict:
         page_size=dict(type="int", default=1000),
         pages_per_second=dict(type="float", default=20),
         apiserver_manifest=dict(type="path"),
+        apiserver_manifest_backups=dict(type="path"),
         encryption_config=dict(type="path"),
         runtime_config=dict(type="str"),
         feature_gates=dict(type="str"),

@@ -179,3 +179,21 @@ def etcd_plain(tmp_path):
 def etcd_tls(tmp_path):
     """The same etcd serving TLS, with client certificates."""
     yield from etcd_fixture.serve(tmp_path / "etcd", tls=True)
+
+
+@pytest.fixture
+def containerd(tmp_path):
+    """A private containerd (its own root, state and socket; no CRI), stopped at teardown."""
+    from containerd_images import Containerd, missing_requirements
+
+    missing = missing_requirements()
+    if missing:
+        reason = f"a private containerd cannot run here, missing: {'; '.join(missing)}"
+        if os.environ.get("CI") == "true" or os.environ.get("KUBEUPGRADE_TEST_REQUIRE_CONTAINERD"):
+            pytest.fail(reason, pytrace=False)
+        pytest.skip(reason)
+    daemon = Containerd(tmp_path / "containerd", tmp_path / "containerd.log")
+    try:
+        yield daemon.start()
+    finally:
+        daemon.stop()

@@ -30,18 +30,13 @@ keeps two nodes of this machine (two pytest workers) apart; the second waits.
 from __future__ import annotations
 
 import base64
-import contextlib
 import fcntl
-import hashlib
-import io
 import json
 import os
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
-import tarfile
 import tempfile
 import time
 import urllib.error
@@ -49,6 +44,7 @@ import urllib.request
 from pathlib import Path
 
 import yaml
+from containerd_images import Containerd, OciArchive, cmdline, compile_static, mounts, stop_pids, with_libraries
 from realcp.plane import log_tail
 
 ASSETS_ENV = "KUBEUPGRADE_TEST_K8S_ASSETS"
@@ -220,16 +216,6 @@ def _read_sysctl(name):
         return handle.read().strip()
 
 
-def _mounts():
-    found = []
-    with open("/proc/self/mountinfo") as handle:
-        for line in handle:
-            fields = line.split()
-            separator = fields.index("-")
-            found.append((fields[4], fields[separator + 1], fields[separator + 2]))
-    return found
-
-
 def _kubepods_cgroups():
     root = "/sys/fs/cgroup"
     found = []
@@ -243,7 +229,7 @@ def _kubepods_cgroups():
 def host_state() -> dict:
     """What a node changes on the host and must put back: kernel settings, mounts, kubepods cgroups, host paths."""
     return {"sysctls": {name: _read_sysctl(name) for name in SYSCTLS if os.path.exists(f"/proc/sys/{name}")},
-            "mounts": sorted(_mounts()), "cgroups": _kubepods_cgroups(),
+            "mounts": sorted(mounts()), "cgroups": _kubepods_cgroups(),
             "paths": sorted(path for path in HOST_PATHS if os.path.lexists(path))}
 
 
@@ -270,145 +256,7 @@ def own_address() -> str:
 # --- processes -------------------------------------------------------------------------------------------------
 
 
-def _cmdline(pid):
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as handle:
-            return handle.read().split(b"\0")
-    except OSError:
-        return []
-
-
-def _alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] not in "ZX"
-    except (OSError, IndexError):
-        return False
-
-
-def _stop_pids(pids, timeout=20.0):
-    """SIGTERM, then SIGKILL what is still there after ``timeout``: only the given PIDs."""
-    pids = [pid for pid in pids if _alive(pid)]
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    for pid in pids:
-        if _alive(pid):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-
-
-def _all_pids():
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
-
-
 # --- images ----------------------------------------------------------------------------------------------------
-
-
-def _with_libraries(files):
-    """``files`` plus the shared libraries and loader a dynamically linked one needs (etcd 3.5's release build)."""
-    found = dict(files)
-    for source in files.values():
-        proc = subprocess.run(["ldd", source], capture_output=True, text=True, check=False)
-        if proc.returncode != 0:  # "not a dynamic executable"
-            continue
-        for line in proc.stdout.splitlines():
-            parts = line.split()
-            path = parts[2] if "=>" in parts and len(parts) > 2 else parts[0]
-            if path.startswith("/"):
-                found[path] = path
-    return found
-
-
-def _compile(source, output):
-    src = output.with_suffix(".c")
-    src.write_text(source, encoding="utf-8")
-    proc = subprocess.run(["gcc", "-static", "-O2", "-o", str(output), str(src)], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise NodeError(f"gcc {src}: {proc.stderr[-2000:]}")
-    return output
-
-
-class OciArchive:
-    """An OCI image layout (several named images) written as one tar for ``ctr images import``."""
-
-    def __init__(self, workdir):
-        self.workdir = Path(workdir)
-        self.blobs = self.workdir / "blobs" / "sha256"
-        self.blobs.mkdir(parents=True, exist_ok=True)
-        self.manifests = []
-
-    def _blob(self, data: bytes):
-        digest = hashlib.sha256(data).hexdigest()
-        (self.blobs / digest).write_bytes(data)
-        return f"sha256:{digest}", len(data)
-
-    def layer(self, files):
-        """An uncompressed layer of ``{path in image: host file}`` plus /etc/passwd, /etc/group and /tmp; (digest, size)."""
-        scratch = self.workdir / "layer.tar"
-        made = set()
-        with tarfile.open(scratch, "w", format=tarfile.PAX_FORMAT) as tar:
-            for directory, mode in (("etc", 0o755), ("tmp", 0o1777), ("usr", 0o755), ("usr/local", 0o755),
-                                    ("usr/local/bin", 0o755), ("var", 0o755)):
-                info = tarfile.TarInfo(directory)
-                info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, 0
-                tar.addfile(info)
-            for name, text in (("etc/passwd", "root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/:/sbin/nologin\n"),
-                               ("etc/group", "root:x:0:\nnogroup:x:65534:\n")):
-                data = text.encode()
-                info = tarfile.TarInfo(name)
-                info.size, info.mode, info.mtime = len(data), 0o644, 0
-                tar.addfile(info, io.BytesIO(data))
-            for name, source in files.items():
-                source = os.path.realpath(source)
-                made_above = (".", "etc", "tmp", "usr", "usr/local", "usr/local/bin", "var")
-                parents = [str(p) for p in Path(name.lstrip("/")).parents if str(p) not in made_above]
-                for parent in reversed(parents):
-                    if parent not in made:
-                        made.add(parent)
-                        info = tarfile.TarInfo(parent)
-                        info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o755, 0
-                        tar.addfile(info)
-                info = tar.gettarinfo(source, arcname=name.lstrip("/"))
-                info.mode, info.mtime, info.uid, info.gid, info.uname, info.gname = 0o755, 0, 0, 0, "", ""
-                with open(source, "rb") as handle:
-                    tar.addfile(info, handle)
-        sha = hashlib.sha256()
-        with open(scratch, "rb") as handle:
-            for chunk in iter(lambda: handle.read(1 << 20), b""):
-                sha.update(chunk)
-        digest = sha.hexdigest()
-        size = scratch.stat().st_size
-        scratch.rename(self.blobs / digest)
-        return f"sha256:{digest}", size
-
-    def image(self, name, layer, entrypoint, labels=None):
-        """Name ``registry/repo:tag`` for the image of ``layer`` (digest, size) started with ``entrypoint``."""
-        layer_digest, layer_size = layer
-        config = {"architecture": "amd64", "os": "linux",
-                  "config": {"Env": ["PATH=/usr/local/bin:/usr/bin:/bin"], "Entrypoint": entrypoint, "Labels": labels or {}},
-                  "rootfs": {"type": "layers", "diff_ids": [layer_digest]},
-                  "history": [{"created_by": "kubeupgrade tests/integration/kubeadm_node.py"}]}
-        config_digest, config_size = self._blob(json.dumps(config, sort_keys=True).encode())
-        manifest = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-                    "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": config_digest, "size": config_size},
-                    "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": layer_digest, "size": layer_size}]}
-        digest, size = self._blob(json.dumps(manifest, sort_keys=True).encode())
-        self.manifests.append({"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": size,
-                               "platform": {"architecture": "amd64", "os": "linux"},
-                               "annotations": {"io.containerd.image.name": name,
-                                               "org.opencontainers.image.ref.name": name.rsplit(":", 1)[1]}})
-
-    def write(self, path):
-        (self.workdir / "oci-layout").write_text('{"imageLayoutVersion": "1.0.0"}', encoding="utf-8")
-        (self.workdir / "index.json").write_text(json.dumps({"schemaVersion": 2, "manifests": self.manifests}), encoding="utf-8")
-        with tarfile.open(path, "w") as tar:
-            for name in ("oci-layout", "index.json", "blobs"):
-                tar.add(self.workdir / name, arcname=name)
-        return path
 
 
 def image_names(kubeadm, version) -> dict:
@@ -428,11 +276,11 @@ def build_images(workdir, kubeadm) -> Path:
     """The OCI archive of every image both releases' ``kubeadm config images list`` names, from the real binaries."""
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    pause = _compile(PAUSE_C, workdir / "pause")
-    etcd_entry = _compile(ETCD_ENTRYPOINT_C, workdir / "etcd-entrypoint")
-    archive = OciArchive(workdir / "oci")
+    pause = compile_static(PAUSE_C, workdir / "pause")
+    etcd_entry = compile_static(ETCD_ENTRYPOINT_C, workdir / "etcd-entrypoint")
+    archive = OciArchive(workdir / "oci", created_by="kubeupgrade tests/integration/kubeadm_node.py")
     pause_layer = archive.layer({"/pause": str(pause)})
-    etcd_layer = archive.layer(_with_libraries({"/usr/local/bin/etcd": str(etcd_entry),
+    etcd_layer = archive.layer(with_libraries({"/usr/local/bin/etcd": str(etcd_entry),
                                                 "/usr/local/bin/etcd-3.5": asset(ETCD_VERSION, "etcd"),
                                                 "/usr/local/bin/etcdctl": asset(ETCD_VERSION, "etcdctl")}))
     done = set()
@@ -471,12 +319,11 @@ class KubeadmNode:
         self.endpoint = f"https://{self.address}:6443"
         self.bin = self.workdir / "bin"
         self.containerd_dir = self.workdir / "containerd"
-        # A unix socket path has at most 104 bytes, and containerd adds ".ttrpc": a short directory of its own, not the
-        # test's (pytest-xdist's work directories made it too long).
-        self.socket_dir = Path(tempfile.mkdtemp(prefix="kubeadm-ctr-"))
-        self.socket = self.socket_dir / "containerd.sock"
         self.etcd_data = self.workdir / "etcd-data"
         self.log_dir = self.workdir / "logs"
+        # its socket in a short directory of its own, not the test's (pytest-xdist's work directories are too long)
+        self.containerd = Containerd(self.containerd_dir, self.log_dir / "containerd.log")
+        self.socket_dir, self.socket = self.containerd.socket_dir, self.containerd.socket
         self.times = {}
         self._lock = None
         self._containerd = None
@@ -639,26 +486,10 @@ class KubeadmNode:
         systemctl.chmod(0o755)
         os.symlink(state / "kubelet.log", self.log_dir / "kubelet.log") if not (self.log_dir / "kubelet.log").exists() else None
         self.kubelet_pidfile = state / "kubelet.pid"
-        root, run = self.containerd_dir / "root", self.containerd_dir / "state"
-        for directory in (root, run, self.containerd_dir / "cni-bin", self.containerd_dir / "cni-conf", self.containerd_dir / "opt"):
+        for directory in (self.containerd_dir / "cni-bin", self.containerd_dir / "cni-conf"):
             directory.mkdir(parents=True, exist_ok=True)
         pause = image_names(str(self.bin / "kubeadm"), self.version)["pause"]
-        self.containerd_config = self.containerd_dir / "config.toml"
-        self.containerd_config.write_text(f"""version = 2
-root = "{root}"
-state = "{run}"
-oom_score = 0
-[grpc]
-  address = "{self.socket}"
-[ttrpc]
-  address = "{self.socket}.ttrpc"
-[debug]
-  address = ""
-[metrics]
-  address = ""
-[plugins."io.containerd.internal.v1.opt"]
-  path = "{self.containerd_dir / 'opt'}"
-[plugins."io.containerd.grpc.v1.cri"]
+        self.containerd_config = self.containerd.write_config(cri=f"""[plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{pause}"
   restrict_oom_score_adj = true
   stream_server_address = "127.0.0.1"
@@ -673,7 +504,7 @@ oom_score = 0
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{self.containerd_dir / 'cni-bin'}"
     conf_dir = "{self.containerd_dir / 'cni-conf'}"
-""", encoding="utf-8")
+""")
         # A network configuration whose plugin is never called (every pod here is a static pod on the host network):
         # containerd then reports the network ready, and the node is Ready, as kubeadm upgrade's ControlPlaneNodesReady
         # preflight check requires.
@@ -727,34 +558,16 @@ oom_score = 0
 
     def _start_containerd(self):
         started = time.monotonic()
-        log = open(self.log_dir / "containerd.log", "ab")
-        self._containerd = subprocess.Popen(["containerd", "--config", str(self.containerd_config)], stdout=log,
-                                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
-        log.close()
-        deadline = time.monotonic() + CONTAINERD_TIMEOUT
-        while time.monotonic() < deadline:
-            if self._containerd.poll() is not None:
-                break
-            if self.socket.exists() and self.ctr("version", check=False).returncode == 0:
-                self.times["containerd"] = round(time.monotonic() - started, 1)
-                return
-            time.sleep(0.3)
-        raise NodeError(f"containerd did not answer on {self.socket}:\n{log_tail(self.log_dir / 'containerd.log', 40)}")
+        self.containerd.start(CONTAINERD_TIMEOUT)
+        self._containerd = self.containerd.process
+        self.times["containerd"] = round(time.monotonic() - started, 1)
 
     def ctr(self, *args, check=True, timeout=300):
-        proc = subprocess.run(["ctr", "--address", str(self.socket), "-n", "k8s.io", *args], capture_output=True,
-                              text=True, timeout=timeout, check=False)
-        if check and proc.returncode != 0:
-            raise NodeError(f"ctr {' '.join(args)}: {proc.stderr[-2000:]}")
-        return proc
+        return self.containerd.ctr(*args, check=check, timeout=timeout)
 
     def _import_images(self):
         started = time.monotonic()
-        self.ctr("images", "import", "--no-unpack", str(self.images))
-        # unpacked into the snapshotter the CRI uses
-        names = [line.split()[0] for line in self.ctr("images", "ls", "-q").stdout.splitlines() if line.strip()]
-        for name in names:
-            self.ctr("images", "unpack", "--snapshotter", "overlayfs", name, check=False)
+        self.containerd.import_images(self.images, snapshotter="overlayfs")  # unpacked into the snapshotter the CRI uses
         self.times["import"] = round(time.monotonic() - started, 1)
 
     def _init(self):
@@ -820,8 +633,8 @@ oom_score = 0
         pidfile = getattr(self, "kubelet_pidfile", None)
         if pidfile and pidfile.exists():
             text = pidfile.read_text().strip()
-            if text.isdigit() and any(part.endswith(b"/kubelet") for part in _cmdline(int(text))[:1]):
-                _stop_pids([int(text)])
+            if text.isdigit() and any(part.endswith(b"/kubelet") for part in cmdline(int(text))[:1]):
+                stop_pids([int(text)])
 
     def _stop_pod_processes(self):
         """Containers kubeadm reset did not remove: their tasks killed through containerd, then any process left in
@@ -836,27 +649,20 @@ oom_score = 0
                 if "cgroup.procs" in files:
                     with open(os.path.join(dirpath, "cgroup.procs")) as handle:
                         pids.update(int(line) for line in handle if line.strip())
-        _stop_pids(sorted(pids), timeout=10)
+        stop_pids(sorted(pids), timeout=10)
 
     def _stop_containerd(self):
-        if self._containerd is not None and self._containerd.poll() is None:
-            _stop_pids([self._containerd.pid])
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self._containerd.wait(timeout=5)
-        address = str(self.socket).encode()
-        shims = [pid for pid in _all_pids() if (cmd := _cmdline(pid)) and cmd[0].endswith(b"containerd-shim-runc-v2")
-                 and address in cmd]
-        _stop_pids(shims, timeout=10)
+        self.containerd.stop(remove_socket_dir=False)  # removed last, below
 
     def _unmount(self):
         prefixes = [str(self.workdir) + "/", "/var/lib/kubelet/", "/etc/kubernetes/", "/run/containerd/"]
-        below = [point for point, _fs, _src in _mounts() if any(point.startswith(p) for p in prefixes)]
+        below = [point for point, _fs, _src in mounts() if any(point.startswith(p) for p in prefixes)]
         for point in sorted(set(below), key=len, reverse=True):
             subprocess.run(["umount", "-l", point], capture_output=True, check=False)
         errors = []
         for target in reversed(self._mounted):
             for _attempt in range(5):
-                if target not in {point for point, _fs, _src in _mounts()}:
+                if target not in {point for point, _fs, _src in mounts()}:
                     break
                 proc = subprocess.run(["umount", target], capture_output=True, text=True, check=False)
                 if proc.returncode != 0:
@@ -865,7 +671,7 @@ oom_score = 0
             else:
                 subprocess.run(["umount", "-l", target], capture_output=True, check=False)
         self._mounted = []
-        left = [point for point, _fs, _src in _mounts()
+        left = [point for point, _fs, _src in mounts()
                 if point in ("/etc/kubernetes", "/var/lib/kubelet") or any(point.startswith(p) for p in prefixes)]
         if left:
             raise NodeError(f"still mounted: {left} ({'; '.join(errors)})")
@@ -890,7 +696,7 @@ oom_score = 0
                     handle.write(value)
 
     def _remove_paths(self):
-        mounted = {point for point, _fs, _src in _mounts()}
+        mounted = {point for point, _fs, _src in mounts()}
         left = []
         for path in self._created_paths:
             if path in mounted:

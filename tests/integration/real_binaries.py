@@ -304,3 +304,31 @@ def delete_all(plane, collection, index=0):
         path = f"{group_version}{where}/{collection.rsplit('/', 1)[1]}/{meta['name']}"
         status, answer = plane.request("DELETE", path, index=index)
         assert status in (200, 202), f"DELETE {path}: {status} {answer}"
+
+
+def static_pod_manifests(plane, directory, index=0, etcd_image=None, release=None) -> Path:
+    """What kubeadm writes to /etc/kubernetes/manifests for the host of apiserver ``index``, in ``directory``: its
+    kube-apiserver static pod (the image of its release, the flags it runs with, its etcd connection), and with
+    ``etcd_image`` an etcd static pod running that image; the kube-apiserver manifest's path. With ``release``, the
+    manifest of that release's binary on this host (as kubeadm's backup keeps the one an upgrade replaced)."""
+    from realcp.plane import apiserver_argv, binary
+    state = plane.state()
+    server = dict(state["apiservers"][index])
+    if release:
+        server["binary"] = binary(release, assets=state["assets"])
+        server["version"] = Path(server["binary"]).parent.name.lstrip("v")
+    argv = apiserver_argv(state, index, server["binary"])
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / "kube-apiserver.yaml"
+    path.write_text(yaml.safe_dump(_static_pod("kube-apiserver", f"registry.k8s.io/kube-apiserver:v{server['version']}",
+                                               ["kube-apiserver", *argv[1:]])), encoding="utf-8")
+    if etcd_image:
+        (directory / "etcd.yaml").write_text(yaml.safe_dump(_static_pod("etcd", etcd_image, ["etcd"])), encoding="utf-8")
+    return path
+
+
+def _static_pod(name, image, command) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "kube-system",
+                                                           "labels": {"component": name, "tier": "control-plane"}},
+            "spec": {"hostNetwork": True, "containers": [{"name": name, "image": image, "command": command}]}}

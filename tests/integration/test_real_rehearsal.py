@@ -374,3 +374,20 @@ def test_the_scratch_etcd_is_the_etcd_35_given_restoring_the_snapshot_with_its_o
                                       "restore_tool": os.path.join(home, "etcdutl")}, result["scratch_etcd"]
     assert result["scratch_etcd"]["etcd_version"].startswith("3.5.")
     assert nothing_left(tmp_path)
+
+
+def test_a_target_image_containerd_lacks_is_pulled_and_a_failed_pull_says_how_to_provide_it(containerd):
+    """containerd's own client pulls the absent image; from a registry that cannot resolve (.invalid, RFC 2606) the
+    pull fails and the message names the image, says the pull failed with ctr's reason, and how to provide it.
+    Nothing is left in containerd."""
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import binaries
+    image = "registry.invalid/kube-apiserver:v1.35.3"
+    with binaries.ImageMounts(str(containerd.socket)) as mounts, pytest.raises(binaries.Unavailable) as failed:
+        mounts.binary("kube-apiserver", image, "1.35.3", option="apiserver_image",
+                      pull=binaries.image_to_pull("kube-apiserver", image, "1.35.3"))
+    message = str(failed.value)
+    assert message.startswith(f"apiserver_image: {image} is not in containerd's k8s.io namespace at {containerd.socket}, "
+                              "and pulling it failed (ctr: "), message
+    assert "registry.invalid" in message.split("pulling it failed", 1)[1], message
+    assert "kubeadm config images pull --kubernetes-version v1.35.3" in message and "images import" in message, message
+    assert containerd.images() == [] and mounts.summary() == []

@@ -5,15 +5,18 @@
   the etcd settings (audit, snapshot, rehearsal), and its rollback; the 1.35 apiserver lists the group/versions
   1.36 registers (scheduling.k8s.io/v1alpha2) and answers 404 for them mid-roll;
 - 1.28 -> 1.32 (on etcd 3.4): stores that newer releases cannot read, which today's releases no longer write;
-- an unreachable or failing host stops the roll: no later host is touched.
+- an unreachable or failing host stops the roll: no later host is touched;
+- a rollback rehearsed at the playbook's defaults, from the target's image in a private containerd, as on a kubeadm host.
 """
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 import yaml
+from containerd_images import mounts, upstream_images
 from real_binaries import (
     PATHS_128,
     REMOVED_IN_132,
@@ -29,6 +32,7 @@ from real_binaries import (
     seed_128_unreadable_on_132,
     seed_135,
     seeded_objects_read,
+    static_pod_manifests,
     unreadable,
     versions,
     write_inventory,
@@ -234,3 +238,64 @@ def test_a_rollback_to_a_release_that_serves_a_stored_resource_only_behind_an_un
     assert versions(plane) == ["v1.35.3", "v1.35.3"]
     for index in range(2):
         assert unreadable(plane, index) == []
+
+
+ETCD_IMAGE = "registry.k8s.io/etcd:3.5.30-0"  # the plane's etcd release, under kubeadm's name for it
+
+
+def _image_mounts():
+    """The rehearsal's image mount points on this machine (kubeupgrade-<component>-image-*)."""
+    return sorted(point for point, _fs, _src in mounts() if "/kubeupgrade-" in point and "-image-" in point)
+
+
+def _rollback_blocked_by_a_device_taint_rule(real_plane_factory):
+    """Two 1.36.2 apiservers storing a DeviceTaintRule (through resource.k8s.io/v1beta2); 1.35 has the resource only as
+    v1alpha3, which this cluster's runtime-config turns off."""
+    plane = real_plane_factory([TODAY_TO, TODAY_TO], etcd_version=TODAY_ETCD,
+                               runtime_config={"*": {"resource.k8s.io/v1alpha3": "false"}})
+    plane.create("/apis/resource.k8s.io/v1beta2/devicetaintrules", {"metadata": {"name": "gpu-broken"}, "spec": {
+        "deviceSelector": {"driver": "gpu.example.com"}, "taint": {"key": "broken", "value": "yes", "effect": "NoSchedule"}}})
+    return plane
+
+
+def test_a_rollback_rehearsed_from_the_target_image_in_containerd_at_defaults_names_the_object_and_blocks_before_any_host(
+        real_plane_factory, ansible_playbook, tmp_path, containerd):
+    """The same rollback on a host laid out as kubeadm's: the apiserver's static pod manifest (its flags, its etcd),
+    the etcd static pod's, and the target's image in containerd (kubeadm config images pull). With no rehearsal
+    setting, the pre-flight rehearses: 1.35.3 from its image reads the copy with the cluster's flags, names the object
+    it does not serve, and blocks before any host; nothing of the images stays mounted. Once the object is gone, the
+    rollback completes, rehearsed with the flags of kubeadm's backup of the 1.35 manifest."""
+    from realcp.plane import binary
+    plane = _rollback_blocked_by_a_device_taint_rule(real_plane_factory)
+    target = binary(TODAY_FROM)
+    target_image = f"registry.k8s.io/kube-apiserver:{os.path.basename(os.path.dirname(target))}"
+    upstream_images(tmp_path / "images", {target_image: ("/usr/local/bin/kube-apiserver", target),
+                                          ETCD_IMAGE: ("/usr/local/bin/etcd", plane.etcd.binary)}, containerd)
+    manifest = static_pod_manifests(plane, tmp_path / "kubernetes" / "manifests", etcd_image=ETCD_IMAGE)
+    snapshots, leases, mounted = containerd.snapshots(), containerd.leases(), _image_mounts()
+    extra = {"kubeupgrade_etcd": plane.etcd_settings, "kubeupgrade_etcd_become": False,
+             "kubeupgrade_apiserver_manifest": str(manifest), "kubeupgrade_containerd_address": str(containerd.socket)}
+    blocked = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_FROM, **extra)
+    assert blocked.rc != 0, explain(blocked)
+    assert versions(plane) == ["v1.36.2", "v1.36.2"], "a host was touched"
+    found = report(tmp_path, f"preflight-{TODAY_FROM}")
+    rehearsed = [note for note in found["notes"] if note.startswith("Rehearsed")]
+    assert len(rehearsed) == 1 and all(part in rehearsed[0] for part in (target_image, ETCD_IMAGE, str(manifest))), found["notes"]
+    taints = {r["resource"]: r for r in found["resources"]}["devicetaintrules.resource.k8s.io"]
+    assert taints["verdict"] == "removed" and taints["objects_named"] == ["gpu-broken"], taints
+    assert "Measured by the rehearsal with v1.35.3" in taints["reason"], taints
+    # the images were mounted read-only for the run, then unmounted with their snapshots and leases
+    assert (containerd.snapshots(), containerd.leases(), _image_mounts()) == (snapshots, leases, mounted)
+    assert "kubeadm kept no backup of a 1.35 kube-apiserver manifest" in rehearsed[0], rehearsed
+    delete_all(plane, "/apis/resource.k8s.io/v1beta2/devicetaintrules")
+    # kubeadm upgrade apply kept the 1.35 manifest it replaced: the rollback is rehearsed with the flags 1.35 ran with
+    backup = static_pod_manifests(plane, tmp_path / "kubernetes" / "tmp" / "kubeadm-backup-manifests-2026-03-01-10-00-00",
+                                  release=TODAY_FROM)
+    rolled = run(ansible_playbook, "upgrade.yml", plane, tmp_path, kubeupgrade_target_release=TODAY_FROM, **extra)
+    assert rolled.rc == 0, explain(rolled)
+    assert versions(plane) == ["v1.35.3", "v1.35.3"]
+    notes = report(tmp_path, f"preflight-{TODAY_FROM}")["notes"]
+    assert any(note.startswith("Rehearsed") and f"kubeadm's backup {backup}" in note for note in notes), notes
+    for index in range(2):
+        assert unreadable(plane, index) == []
+    assert (containerd.snapshots(), containerd.leases(), _image_mounts()) == (snapshots, leases, mounted)

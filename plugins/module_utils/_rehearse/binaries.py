@@ -2,7 +2,8 @@
 """Where the rehearsal's binaries come from: a path given, else the images a kubeadm control-plane host already
 holds in containerd's ``k8s.io`` namespace (``kubeadm config images pull`` puts the target's there before an upgrade;
 etcd's is the one its static pod runs). An image is mounted read-only with containerd's own client (``ctr images
-mount``) for the run, then unmounted and its snapshot removed: nothing on the host changes.
+mount``) for the run, then unmounted and its snapshot removed. A target image containerd lacks is pulled (``ctr images
+pull``) when its name is known (given, or kubeadm's for the target patch); it stays, as kubeadm's pull would leave it.
 
 What cannot be had here raises ``Unavailable``: the rehearsal then fails, or, when it is the default evidence
 (``if_unavailable: skip``), reports that it did not run, why, and how to make it run."""
@@ -38,6 +39,14 @@ class Unavailable(ConfigurationError):
     cluster's flags); the message says what and how to provide it."""
 
 
+def etcd_manifest_beside(apiserver_manifest: str = "") -> str:
+    """The etcd static pod in the directory of the kube-apiserver's (kubeadm writes both to its manifests directory);
+    kubeadm's path when no apiserver manifest was read."""
+    if not apiserver_manifest:
+        return ETCD_MANIFEST
+    return os.path.join(os.path.dirname(apiserver_manifest), "etcd.yaml")
+
+
 def image_of_manifest(path: str) -> Optional[str]:
     """The image of a static pod manifest's first container, or None when there is no such file."""
     if not os.path.isfile(path) or not HAS_YAML:
@@ -48,6 +57,12 @@ def image_of_manifest(path: str) -> Optional[str]:
         return str(doc["spec"]["containers"][0]["image"])
     except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, IndexError, TypeError):
         return None
+
+
+def image_version(name: str) -> Optional[Tuple[int, int, int]]:
+    """(major, minor, patch) of an image's tag (``registry.k8s.io/kube-apiserver:v1.36.2``), None without one."""
+    match = _TAG.search(name)
+    return tuple(int(match.group(part)) for part in ("major", "minor", "patch")) if match else None
 
 
 def newest_for_release(names: List[str], component: str, release: str) -> Optional[str]:
@@ -66,13 +81,42 @@ def newest_for_release(names: List[str], component: str, release: str) -> Option
     return max(found)[1] if found else None
 
 
+REGISTRY = "registry.k8s.io"  # kubeadm's default imageRepository
+PULL_TIMEOUT = 600.0
+
+
+def image_to_pull(component: str, image: Optional[str], version: Optional[str]) -> Optional[str]:
+    """The image to pull when it is not in containerd: ``image`` when given, else the one ``kubeadm config images
+    pull`` pulls for a patch release at the default imageRepository (``registry.k8s.io/kube-apiserver:v1.35.3``); None
+    for a minor release only (its patch is unknown)."""
+    if image:
+        return image
+    parts = str(version or "").lstrip("v").split(".")
+    if len(parts) == 3 and all(part.isdigit() for part in parts):
+        return f"{REGISTRY}/{component}:v{'.'.join(parts)}"
+    return None
+
+
+def pull_failed(image: str, address: str, error: str, option: str = "") -> str:
+    """What the operator reads when the image is absent and could not be pulled: the image, why, how to fix."""
+    version = image_version(image)
+    release = "v{}.{}.{}".format(*version) if version else "<version>"
+    lines = [line.strip() for line in (error or "").splitlines() if line.strip()]
+    return (f"{option + ': ' if option else ''}{image} is not in containerd's {NAMESPACE} namespace at {address}, and pulling "
+            f"it failed ({lines[-1][:300] if lines else 'no error message'}): pull it on this host (kubeadm config images pull "
+            f"--kubernetes-version {release}, or crictl pull {image}), or import it (ctr --namespace {NAMESPACE} images import "
+            "<archive>), or give apiserver_binary")
+
+
 class ImageMounts:
     """Images mounted read-only for one run; ``close`` unmounts them and removes their snapshots and directories."""
 
-    def __init__(self, address: Optional[str] = None, mount: bool = True):
+    def __init__(self, address: Optional[str] = None, mount: bool = True, pull: bool = True):
         self.address = address or DEFAULT_CONTAINERD
         self.may_mount = mount  # False for a plan made outside a run, which would not unmount
+        self.may_pull = pull and mount  # False in check mode: a pull changes the host's containerd
         self.mounted: List[Tuple[str, str]] = []  # (image, directory)
+        self.pulled: List[str] = []  # images this run pulled into containerd (left there: the upgrade needs them)
         self._names: Optional[List[str]] = None
 
     def __enter__(self):
@@ -103,20 +147,38 @@ class ImageMounts:
             self._names = [line.strip() for line in out.splitlines() if line.strip()]
         return self._names
 
-    def binary(self, component: str, image: Optional[str] = None, release: Optional[str] = None, option: str = "") -> str:
-        """The path of ``component``'s binary in its image, mounted read-only: ``image`` when given (it must be there),
-        else the newest patch of ``release`` this containerd holds."""
+    def pull(self, image: str, option: str = "") -> str:
+        """``ctr images pull`` of an image this containerd lacks; Unavailable saying how to provide it when it fails
+        (no registry reachable, no credentials, a mirror kubeadm's imageRepository names)."""
+        code, _out, error = self._ctr("images", "pull", image, timeout=PULL_TIMEOUT)
+        if code != 0:
+            raise Unavailable(pull_failed(image, self.address, error or f"ctr exited {code}", option))
+        self.pulled.append(image)
+        if self._names is not None:
+            self._names.append(image)
+        return image
+
+    def binary(self, component: str, image: Optional[str] = None, release: Optional[str] = None, option: str = "",
+               pull: Optional[str] = None) -> str:
+        """The path of ``component``'s binary in its image, mounted read-only: ``image`` when given, else the newest
+        patch of ``release`` this containerd holds; when it holds neither, ``pull`` (an image name) is pulled first."""
         names = self.names()
+        unpulled = " (not pulled in check mode)" if pull and not self.may_pull else ""
+        pull = pull if self.may_pull else None
         if image:
             if image not in names:
-                raise Unavailable(f"{option or component + '_image'}: {image} is not in containerd's {NAMESPACE} namespace at "
-                                  f"{self.address}: pull it first (kubeadm config images pull --kubernetes-version <version>, "
-                                  f"or crictl pull {image}), or give the binary's path")
+                if not pull:
+                    raise Unavailable(f"{option or component + '_image'}: {image} is not in containerd's {NAMESPACE} namespace at "
+                                      f"{self.address}{unpulled}: pull it first (kubeadm config images pull --kubernetes-version "
+                                      f"<version>, or crictl pull {image}), or give the binary's path")
+                self.pull(image, option)
         else:
             image = newest_for_release(names, component, release) if release else None
+            if not image and pull:
+                image = self.pull(pull)
             if not image:
                 raise Unavailable(f"no {component} image of {release or 'the target release'} in containerd's {NAMESPACE} "
-                                  f"namespace at {self.address}: pull the target's images first (kubeadm config images pull "
+                                  f"namespace at {self.address}{unpulled}: pull the target's images first (kubeadm config images pull "
                                   "--kubernetes-version <version>), or give apiserver_binary")
         if not self.may_mount:
             raise ConfigurationError(f"{component}: {image} would have to be mounted, outside a run that unmounts it: give "
@@ -134,7 +196,7 @@ class ImageMounts:
         return path
 
     def summary(self) -> List[dict]:
-        return [{"image": image, "mounted_at": directory} for image, directory in self.mounted]
+        return [{"image": image, "mounted_at": directory, "pulled": image in self.pulled} for image, directory in self.mounted]
 
     def close(self) -> None:
         """Unmount (removing the snapshot ctr made) and remove the directory; a failure is left for the operator

@@ -23,7 +23,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll imp
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crd_objects
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import binaries, migrate_copy, model, reader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import backups, binaries, migrate_copy, model, reader
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.apiserver import TargetApiserver
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.model import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
@@ -104,14 +104,34 @@ def _manifest_flags(params: dict) -> Tuple[Dict[str, str], str]:
             raise ConfigurationError(f"apiserver_manifest: {path} does not exist (the kube-apiserver static pod manifest; "
                                      "give its path, or \"\" to take every flag from the options)")
         return {}, ""
+    return _read_manifest(path, "apiserver_manifest", "give the right path, or \"\" to take every flag from the options"), path
+
+
+def _read_manifest(path: str, option: str, fix: str) -> Dict[str, str]:
     if not HAS_YAML:
-        raise ConfigurationError("the Python package PyYAML is required to read apiserver_manifest")
+        raise ConfigurationError(f"the Python package PyYAML is required to read {option}")
     try:
         with open(path, encoding="utf-8") as handle:
-            return model.flags_from_manifest(yaml.safe_load(handle)), path
+            return model.flags_from_manifest(yaml.safe_load(handle))
     except (OSError, UnicodeDecodeError, yaml.YAMLError, ValueError) as error:
-        raise ConfigurationError(f"apiserver_manifest: {path} could not be read as the kube-apiserver static pod ({error}); "
-                                 "give the right path, or \"\" to take every flag from the options") from None
+        raise ConfigurationError(f"{option}: {path} could not be read as the kube-apiserver static pod ({error}); {fix}") from None
+
+
+def _target_manifest(params: dict, manifest: Dict[str, str], manifest_path: str, git_version: str) -> Tuple[Dict[str, str], str]:
+    """The manifest flags the target runs with, and where they come from (``backups``): for a rollback, kubeadm's
+    newest backup of a manifest of the target release when there is one, else the current manifest."""
+    if not manifest_path:
+        return manifest, _flags_from(params, "")
+    directory = params.get("apiserver_manifest_backups")
+    directory = backups.default_directory(manifest_path) if directory is None else directory
+    current_image = binaries.image_of_manifest(manifest_path)
+    found, why = backups.choose(current_image, git_version,
+                                backups.find(directory) if directory and backups.is_rollback(current_image, git_version) else [])
+    if found is None:
+        return manifest, _flags_from(params, manifest_path, why)
+    flags = _read_manifest(found.path, "apiserver_manifest_backups", "remove or repair that backup, or give "
+                           "apiserver_manifest_backups \"\" to take the flags from the current manifest")
+    return flags, _flags_from(params, manifest_path, why, backup=True)
 
 
 def storage_flags(params: dict, manifest: Dict[str, str]) -> Dict[str, str]:
@@ -169,11 +189,12 @@ def _restore_tool(params: dict, etcd_binary: str, version: EtcdVersion) -> str:
     return scratch.restore_tool(etcd_binary, version, given)
 
 
-def _flags_from(params: dict, manifest_path: str) -> str:
+def _flags_from(params: dict, manifest_path: str, why: str = "", backup: bool = False) -> str:
     """Where the cluster's flags come from, said in the result: a rehearsal on the target's defaults would report
-    what the cluster's flags enable as removed."""
+    what the cluster's flags enable as removed. ``why``: the manifest chosen for a rollback (``backups.choose``)."""
     given = sorted(option for option in FLAG_OPTIONS if params.get(option) is not None)
-    sources = ([f"the manifest {manifest_path}"] if manifest_path else []) + ([f"the options ({', '.join(given)})"] if given else [])
+    manifest = why if backup else (f"the manifest {manifest_path}" + (f" ({why})" if why else ""))
+    sources = ([manifest] if manifest_path else []) + ([f"the options ({', '.join(given)})"] if given else [])
     return " and ".join(sources)
 
 
@@ -185,17 +206,19 @@ def _require_flags(params: dict, flags_from: str) -> None:
                                    "host, or give apiserver_manifest, or the flags as options")
 
 
-def _binaries(params: dict, mounts: Optional[binaries.ImageMounts]) -> Tuple[str, str]:
+def _binaries(params: dict, mounts: Optional[binaries.ImageMounts], manifest_path: str = "") -> Tuple[str, str]:
     """The target kube-apiserver and the etcd for the copy: the paths given; else the images this host's containerd
-    holds (the target release's; the one the cluster's etcd static pod runs: its own etcd, measured, not assumed),
-    else (etcd) the one in PATH."""
+    holds (the target release's; the one the cluster's etcd static pod runs, next to the apiserver's manifest: its
+    own etcd, measured, not assumed), else (etcd) the one in PATH."""
     mounts = mounts or binaries.ImageMounts(params.get("containerd_address"), mount=False)
+    version = params.get("target_version") or params.get("target_release")
     binary = params.get("apiserver_binary") or mounts.binary(
-        "kube-apiserver", params.get("apiserver_image"), params.get("target_version") or params.get("target_release"),
-        option="apiserver_image")
+        "kube-apiserver", params.get("apiserver_image"), version, option="apiserver_image",
+        pull=binaries.image_to_pull("kube-apiserver", params.get("apiserver_image"), params.get("target_version")))
     if params.get("etcd_binary"):
         return binary, params["etcd_binary"]
-    image = params.get("etcd_image") or binaries.image_of_manifest(binaries.ETCD_MANIFEST)
+    etcd_manifest = binaries.etcd_manifest_beside(manifest_path)
+    image = params.get("etcd_image") or binaries.image_of_manifest(etcd_manifest)
     if image:
         try:
             return binary, mounts.binary("etcd", image, option="etcd_image")
@@ -204,7 +227,7 @@ def _binaries(params: dict, mounts: Optional[binaries.ImageMounts]) -> Tuple[str
                 raise
     etcd = shutil.which("etcd")
     if not etcd:
-        raise binaries.Unavailable(f"no etcd binary for the copy: none in PATH and no etcd static pod at {binaries.ETCD_MANIFEST} "
+        raise binaries.Unavailable(f"no etcd binary for the copy: none in PATH and no etcd static pod at {etcd_manifest} "
                                    "whose image holds one; give etcd_binary (3.4 or later) or etcd_image")
     return binary, etcd
 
@@ -218,6 +241,9 @@ def _check_options(params: dict) -> None:
     work_dir = params.get("work_dir") or tempfile.gettempdir()
     if not os.path.isdir(work_dir) or not os.access(work_dir, os.W_OK):
         raise ConfigurationError(f"work_dir: {work_dir} is not a writable directory")
+    if params.get("apiserver_manifest_backups") and not os.path.isdir(params["apiserver_manifest_backups"]):
+        raise ConfigurationError(f"apiserver_manifest_backups: {params['apiserver_manifest_backups']} is not a directory (where "
+                                 "kubeadm keeps its kubeadm-backup-manifests-* directories, /etc/kubernetes/tmp; \"\" for none)")
     if not params.get("apiserver_binary") and not params.get("apiserver_image") and not params.get("target_release"):
         raise ConfigurationError("give apiserver_binary (the target kube-apiserver's path), or target_release (its image is "
                                  "then taken from containerd), or apiserver_image")
@@ -237,7 +263,7 @@ def plan(params: dict, mounts: Optional[binaries.ImageMounts] = None) -> Plan:
                                    f"host whose {model.MANIFEST} names them")
     flags_from = _flags_from(params, manifest_path)
     _require_flags(params, flags_from)
-    binary, etcd_binary = _binaries(params, mounts)
+    binary, etcd_binary = _binaries(params, mounts, manifest_path)
     binary = _executable("apiserver_binary", binary, "target kube-apiserver binary")
     git_version = binary_version(binary)
     wanted = params.get("target_release")
@@ -246,7 +272,8 @@ def plan(params: dict, mounts: Optional[binaries.ImageMounts] = None) -> Plan:
                                  "binary of the release you upgrade (or roll back) to")
     etcd_binary = _executable("etcd_binary", etcd_binary, "etcd binary (3.4 or later)")
     etcd_version = scratch.etcd_version(etcd_binary)
-    flags = storage_flags(params, manifest)
+    target_manifest, flags_from = _target_manifest(params, manifest, manifest_path, git_version)
+    flags = storage_flags(params, target_manifest)
     prefix = normalize_prefix(flags.get("etcd-prefix") or "/registry")
     names_limit = 20 if params.get("names_limit") is None else params["names_limit"]
     timeout = 120.0 if params.get("start_timeout") is None else float(params["start_timeout"])
@@ -493,7 +520,7 @@ def not_rehearsed(reason: str) -> dict:
 def run(kum) -> dict:
     """Entry point of the module; fails with the result when something blocks."""
     params = kum.params
-    with binaries.ImageMounts(params.get("containerd_address")) as mounts:
+    with binaries.ImageMounts(params.get("containerd_address"), pull=not getattr(kum, "check_mode", False)) as mounts:
         try:
             plan_ = plan(params, mounts)
         except binaries.Unavailable as error:

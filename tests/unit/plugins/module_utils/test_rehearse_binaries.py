@@ -16,7 +16,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse impo
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 CTR = r"""#!/bin/sh
-# ctr --address A --namespace k8s.io images (ls -q | mount IMAGE DIR | unmount --rm DIR)
+# ctr --address A --namespace k8s.io images (ls -q | mount IMAGE DIR | unmount --rm DIR | pull IMAGE)
 echo "$*" >> "$CTR_LOG"
 shift 4
 case "$1 $2" in
@@ -26,6 +26,12 @@ case "$1 $2" in
     [ -d "$CTR_STORE/$key" ] || { echo "ctr: image \"$3\": not found" >&2; exit 1; }
     cp -a "$CTR_STORE/$key/." "$4/" ;;
   "images unmount") rm -rf "$4/usr" ;;
+  "images pull")
+    key=$(echo "$3" | tr '/:' '__')
+    [ -d "$CTR_REGISTRY/$key" ] || {
+      echo "ctr: failed to resolve reference \"$3\": failed to do request: dial tcp: lookup registry.k8s.io: no such host" >&2
+      exit 1; }
+    mkdir -p "$CTR_STORE" && cp -a "$CTR_REGISTRY/$key" "$CTR_STORE/$key" && echo "$3" >> "$CTR_IMAGES" ;;
 esac
 """
 
@@ -51,16 +57,19 @@ def host(tmp_path, monkeypatch):
     monkeypatch.setenv("CTR_STORE", str(store))
     monkeypatch.setenv("CTR_IMAGES", str(images))
     monkeypatch.setenv("CTR_LOG", str(log))
+    monkeypatch.setenv("CTR_REGISTRY", str(tmp_path / "registry"))  # what a pull finds; none: the pull fails
     images.write_text("")
     monkeypatch.setattr(model, "MANIFEST", str(tmp_path / "manifests" / "kube-apiserver.yaml"))
     monkeypatch.setattr(binaries, "ETCD_MANIFEST", str(tmp_path / "manifests" / "etcd.yaml"))
     monkeypatch.setattr(binaries.tempfile, "tempdir", str(tmp_path))
 
-    def image(name, binary, version_line):
+    def image(name, binary, version_line, remote=False):
         key = name.replace("/", "_").replace(":", "_")
-        _script(store / key / "usr" / "local" / "bin" / binary, f"#!/bin/sh\necho '{version_line}'\n")
-        with images.open("a") as handle:
-            handle.write(name + "\n")
+        _script((tmp_path / "registry" if remote else store) / key / "usr" / "local" / "bin" / binary,
+                f"#!/bin/sh\necho '{version_line}'\n")
+        if not remote:
+            with images.open("a") as handle:
+                handle.write(name + "\n")
 
     def manifests(apiserver=True, etcd_image=None):
         directory = tmp_path / "manifests"
@@ -113,6 +122,62 @@ def test_the_target_and_etcd_come_from_the_images_mounted_read_only_and_are_unmo
     assert not any(os.path.exists(directory) for directory in directories)
 
 
+def test_etcd_comes_from_the_etcd_static_pod_beside_the_apiserver_manifest_given(host):
+    """A manifests directory elsewhere than kubeadm's (apiserver_manifest given): its etcd.yaml names etcd's image."""
+    host["image"]("registry.k8s.io/kube-apiserver:v1.36.2", "kube-apiserver", "Kubernetes v1.36.2")
+    host["image"]("registry.k8s.io/etcd:3.5.30-0", "etcd", "etcd Version: 3.5.30")
+    host["manifests"]()
+    elsewhere = host["tmp"] / "elsewhere"
+    elsewhere.mkdir()
+    os.rename(host["tmp"] / "manifests" / "kube-apiserver.yaml", elsewhere / "kube-apiserver.yaml")
+    (elsewhere / "etcd.yaml").write_text("apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: etcd\n"
+                                         "    image: registry.k8s.io/etcd:3.5.30-0\n")
+    with binaries.ImageMounts(host["socket"]) as mounts:
+        plan = rehearse_runner.plan(params(host, apiserver_manifest=str(elsewhere / "kube-apiserver.yaml")), mounts)
+        assert str(plan.etcd_version) == "3.5.30" and "registry.k8s.io/etcd:3.5.30-0" in [m["image"] for m in mounts.summary()]
+    assert binaries.etcd_manifest_beside("") == binaries.ETCD_MANIFEST
+
+
+def _backup(host, stamp, image, gates):
+    directory = host["tmp"] / "tmp" / f"kubeadm-backup-manifests-{stamp}"
+    directory.mkdir(parents=True)
+    (directory / "kube-apiserver.yaml").write_text(
+        "apiVersion: v1\nkind: Pod\nspec:\n  containers:\n  - name: kube-apiserver\n"
+        f"    image: {image}\n    command: [kube-apiserver, --etcd-servers=https://10.0.0.9:2379, --feature-gates={gates}]\n")
+    return directory / "kube-apiserver.yaml"
+
+
+def test_a_rollback_runs_with_the_flags_of_kubeadms_backup_of_the_target_release_and_says_so(host):
+    """The current manifest is 1.35.3's (the fixture's); rolling back to 1.34 takes kubeadm's newest 1.34 backup."""
+    host["image"]("registry.k8s.io/kube-apiserver:v1.34.4", "kube-apiserver", "Kubernetes v1.34.4")
+    host["manifests"]()
+    _backup(host, "2026-01-01-10-00-00", "registry.k8s.io/kube-apiserver:v1.34.1", "Old=true")
+    newest = _backup(host, "2026-02-01-10-00-00", "registry.k8s.io/kube-apiserver:v1.34.4", "DRADeviceTaints=false")
+    os.utime(newest.parent, (2e9, 2e9))
+    with binaries.ImageMounts(host["socket"]) as mounts:
+        plan = rehearse_runner.plan(params(host, target_release="1.34", etcd_binary=_etcd(host)), mounts)
+    assert plan.flags["feature-gates"] == "DRADeviceTaints=false"
+    assert plan.flags_from.startswith(f"kubeadm's backup {newest} of the 1.34 manifest")
+    assert plan.etcd.endpoints == ["https://127.0.0.1:2379"]  # the etcd connection stays the current manifest's
+    with binaries.ImageMounts(host["socket"]) as mounts:  # "": no backup read, and the current manifest said as such
+        plan = rehearse_runner.plan(params(host, target_release="1.34", etcd_binary=_etcd(host), apiserver_manifest_backups=""),
+                                    mounts)
+    assert plan.flags["feature-gates"] == "DRADeviceTaints=true"
+    assert plan.flags_from.startswith(f"the manifest {model.MANIFEST} (a rollback from registry.k8s.io/kube-apiserver:v1.35.3, "
+                                      "and kubeadm kept no backup of a 1.34")
+    with pytest.raises(ConfigurationError, match=r"apiserver_manifest_backups: .*absent is not a directory"):
+        rehearse_runner.plan(params(host, apiserver_manifest_backups=str(host["tmp"] / "absent")))
+
+
+def test_an_upgrade_runs_with_the_current_manifests_flags_whatever_the_backups(host):
+    host["image"]("registry.k8s.io/kube-apiserver:v1.36.2", "kube-apiserver", "Kubernetes v1.36.2")
+    host["manifests"]()
+    _backup(host, "2026-01-01-10-00-00", "registry.k8s.io/kube-apiserver:v1.36.1", "Old=true")
+    with binaries.ImageMounts(host["socket"]) as mounts:
+        plan = rehearse_runner.plan(params(host, etcd_binary=_etcd(host)), mounts)
+    assert plan.flags["feature-gates"] == "DRADeviceTaints=true" and plan.flags_from == f"the manifest {model.MANIFEST}"
+
+
 def test_kubeupgrade_target_version_picks_that_patch_and_a_given_image_must_be_there(host):
     for version in ("1.36.1", "1.36.2"):
         host["image"](f"registry.k8s.io/kube-apiserver:v{version}", "kube-apiserver", f"Kubernetes v{version}")
@@ -121,7 +186,8 @@ def test_kubeupgrade_target_version_picks_that_patch_and_a_given_image_must_be_t
         plan = rehearse_runner.plan(params(host, target_version="1.36.1", etcd_binary=_etcd(host)), mounts)
         assert plan.git_version == "v1.36.1"
     with binaries.ImageMounts(host["socket"]) as mounts, pytest.raises(binaries.Unavailable, match=r"apiserver_image: .*v1\.36\.9 is not in "
-                                                                                                   r"containerd's k8s\.io namespace.*pull"):
+                                                                                                   r"containerd's k8s\.io namespace.*pulling it failed.*"
+                                                                                                   r"--kubernetes-version v1\.36\.9"):
         rehearse_runner.plan(params(host, apiserver_image="registry.k8s.io/kube-apiserver:v1.36.9", etcd_binary=_etcd(host)), mounts)
 
 
@@ -170,3 +236,63 @@ def test_as_the_default_evidence_what_the_host_lacks_is_said_with_how_to_provide
 def test_a_bad_option_is_an_error_also_as_the_default_evidence(host):
     with pytest.raises(ConfigurationError, match="start_timeout must be between 5 and 3600"):
         rehearse_runner.plan(params(host, if_unavailable="skip", start_timeout=1))
+
+
+@pytest.mark.parametrize("image, version, expected", [
+    (None, "1.35.3", "registry.k8s.io/kube-apiserver:v1.35.3"),
+    (None, "v1.35.3", "registry.k8s.io/kube-apiserver:v1.35.3"),
+    ("mirror.example.com/kube-apiserver:v1.35.3", "1.35.3", "mirror.example.com/kube-apiserver:v1.35.3"),
+    (None, "1.35", None),  # a minor release: its patch, so the image, is unknown
+    (None, None, None),
+])
+def test_the_image_pulled_is_the_one_given_else_kubeadms_for_the_target_patch(image, version, expected):
+    assert binaries.image_to_pull("kube-apiserver", image, version) == expected
+
+
+def test_an_absent_target_image_is_pulled_then_mounted(host):
+    host["image"]("registry.k8s.io/kube-apiserver:v1.36.3", "kube-apiserver", "Kubernetes v1.36.3", remote=True)
+    host["manifests"]()
+    with binaries.ImageMounts(host["socket"]) as mounts:
+        plan = rehearse_runner.plan(params(host, target_version="1.36.3", etcd_binary=_etcd(host)), mounts)
+        assert plan.git_version == "v1.36.3"
+        assert [(m["image"], m["pulled"]) for m in mounts.summary()] == [("registry.k8s.io/kube-apiserver:v1.36.3", True)]
+    calls = host["log"].read_text().splitlines()
+    assert any(call.endswith("images pull registry.k8s.io/kube-apiserver:v1.36.3") for call in calls), calls
+
+
+def test_a_failed_pull_names_the_image_says_it_failed_and_how_to_provide_it(host):
+    host["manifests"]()
+    with binaries.ImageMounts(host["socket"]) as mounts, pytest.raises(binaries.Unavailable) as failed:
+        rehearse_runner.plan(params(host, target_version="1.36.3", etcd_binary=_etcd(host)), mounts)
+    message = str(failed.value)
+    assert message.startswith("registry.k8s.io/kube-apiserver:v1.36.3 is not in containerd's k8s.io namespace at "), message
+    for part in ("pulling it failed (ctr: failed to resolve reference", "no such host",
+                 "kubeadm config images pull --kubernetes-version v1.36.3", "ctr --namespace k8s.io images import"):
+        assert part in message, message
+    # as the default evidence the same reason is said, and nothing fails
+    skipped = rehearse_runner.run(_Kum(params(host, target_version="1.36.3", etcd_binary=_etcd(host), if_unavailable="skip")))
+    assert skipped["rehearsed"] is False and "pulling it failed" in skipped["not_rehearsed"], skipped
+
+
+def test_no_pull_without_the_target_patch(host):
+    host["manifests"]()
+    with binaries.ImageMounts(host["socket"]) as mounts, pytest.raises(binaries.Unavailable, match="no kube-apiserver image of 1.36"):
+        rehearse_runner.plan(params(host, etcd_binary=_etcd(host)), mounts)
+    assert not any("images pull" in call for call in host["log"].read_text().splitlines())
+
+
+class _Kum:
+    def __init__(self, params):
+        self.params = params
+
+    def warn(self, _text):
+        pass
+
+
+def test_check_mode_pulls_nothing_and_says_so(host):
+    host["image"]("registry.k8s.io/kube-apiserver:v1.36.3", "kube-apiserver", "Kubernetes v1.36.3", remote=True)
+    host["manifests"]()
+    with binaries.ImageMounts(host["socket"], pull=False) as mounts, pytest.raises(binaries.Unavailable,
+                                                                                   match=r"\(not pulled in check mode\)"):
+        rehearse_runner.plan(params(host, target_version="1.36.3", etcd_binary=_etcd(host)), mounts)
+    assert not any("images pull" in call for call in host["log"].read_text().splitlines())
