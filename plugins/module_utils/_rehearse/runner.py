@@ -451,37 +451,21 @@ def rehearse(plan_: Plan, warn=None) -> dict:
         warn(f"removed {len(removed)} rehearsal workspace(s) a killed run left in {plan_.work_dir}")
     size = os.path.getsize(plan_.snapshot) if plan_.snapshot else _live_size(plan_.etcd)
     room = check_room(size, plan_.work_dir)
-    started_at = time.monotonic()
+    clock = {"started": time.monotonic()}
     measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     previous = signal.signal(signal.SIGTERM, _interrupted)
     workspace = scratch.Workspace(plan_.work_dir)
     try:
         etcd = scratch.ScratchEtcd(workspace, plan_.etcd_binary, plan_.etcd_version)
-        source = _copy(plan_, etcd)
-        copied = time.monotonic()
-        scan = EtcdReader(EtcdSettings(endpoints=[etcd.url]))
-        stored = reader.stored_keys(scan.scan(ScanOptions(prefix=plan_.prefix, page_size=1000, keys_only=True)), plan_.prefix)
-        source.update(revision=source.get("revision") or scan.revision, keys=stored.keys)
-        if not stored.keys:
-            raise RehearsalError(f"the copy has no key under {plan_.prefix}: nothing to rehearse on; check etcd_prefix "
-                                 "(the apiserver's --etcd-prefix) and the source", details={"source": source})
+        source, stored = _copied(plan_, etcd)
+        clock["copied"] = time.monotonic()
         planned = _rehearse_plan(workspace, etcd, stored, plan_) if plan_.current else None
-        apiserver = TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
-        apiserver.start()
-        started = _wait_ready(apiserver, plan_.start_timeout)
-        if not started and apiserver.lost_its_port():
-            apiserver.restart_elsewhere()
-            started = _wait_ready(apiserver, plan_.start_timeout)
-        ready = time.monotonic()
-        start_problem, fatal = None, []
-        if not started:
-            log_text = apiserver.log_text()
-            fatal = model.problem_lines(log_text)
-            start_problem = model.start_failure(fatal, apiserver.exit_code(), ready - copied,
-                                                {k: FLAG_OPTIONS_BY_FLAG.get(k, k) for k in plan_.flags}, log_text)
+        apiserver, started = _started(workspace, etcd, plan_)
+        clock["ready"] = time.monotonic()
+        start_problem, fatal = _start_failure(apiserver, plan_, clock) if not started else (None, [])
         reads = _read(apiserver, etcd, stored, plan_, started)
         ignored = model.ignored_gates(apiserver.log_text())
-        done = time.monotonic()
+        clock["done"] = time.monotonic()
     except scratch.ScratchError as error:  # the scratch etcd's own failures, said as the rehearsal's
         raise RehearsalError(str(error), details=error.details) from None
     finally:
@@ -494,12 +478,46 @@ def rehearse(plan_: Plan, warn=None) -> dict:
                   outside_layout=stored.outside_layout, rehearsed_at=measured_at, ignored_feature_gates=ignored,
                   plan_migration=planned, scratch_etcd=etcd.summary(plan_.restore_tool),
                   copy_dir={"path": workspace.path, "removed": not os.path.exists(workspace.path)}, stale_removed=removed,
-                  timings={"copy_seconds": round(copied - started_at, 2), "start_seconds": round(ready - copied, 2),
-                           "read_seconds": round(done - ready, 2), "total_seconds": round(time.monotonic() - started_at, 2)})
+                  timings={"copy_seconds": round(clock["copied"] - clock["started"], 2),
+                           "start_seconds": round(clock["ready"] - clock["copied"], 2),
+                           "read_seconds": round(clock["done"] - clock["ready"], 2),
+                           "total_seconds": round(time.monotonic() - clock["started"], 2)})
     result["report_text"] = model.render_text(result)
     result["report_markdown"] = model.render_markdown(result)
     result["headline"] = model.headline(result)
     return result
+
+
+def _copied(plan_: Plan, etcd) -> tuple:
+    """The copy in the scratch etcd: where it came from, and the keys it holds by resource (none is an error)."""
+    source = _copy(plan_, etcd)
+    scan = EtcdReader(EtcdSettings(endpoints=[etcd.url]))
+    stored = reader.stored_keys(scan.scan(ScanOptions(prefix=plan_.prefix, page_size=1000, keys_only=True)), plan_.prefix)
+    source.update(revision=source.get("revision") or scan.revision, keys=stored.keys)
+    if not stored.keys:
+        raise RehearsalError(f"the copy has no key under {plan_.prefix}: nothing to rehearse on; check etcd_prefix "
+                             "(the apiserver's --etcd-prefix) and the source", details={"source": source})
+    return source, stored
+
+
+def _started(workspace, etcd, plan_: Plan) -> tuple:
+    """The target apiserver on the copy, and whether it became ready (once more on another port when it lost its own
+    between the pick and the bind)."""
+    apiserver = TargetApiserver(workspace, plan_.binary, etcd.url, plan_.flags)
+    apiserver.start()
+    started = _wait_ready(apiserver, plan_.start_timeout)
+    if not started and apiserver.lost_its_port():
+        apiserver.restart_elsewhere()
+        started = _wait_ready(apiserver, plan_.start_timeout)
+    return apiserver, started
+
+
+def _start_failure(apiserver, plan_: Plan, clock: dict) -> tuple:
+    """Why the target did not start (every kind its log names) and the log's fatal lines."""
+    log_text = apiserver.log_text()
+    fatal = model.problem_lines(log_text)
+    return model.start_failure(fatal, apiserver.exit_code(), clock["ready"] - clock["copied"],
+                               {k: FLAG_OPTIONS_BY_FLAG.get(k, k) for k in plan_.flags}, log_text), fatal
 
 
 def _live_size(settings: EtcdSettings) -> Optional[int]:
