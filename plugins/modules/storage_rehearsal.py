@@ -366,7 +366,10 @@ copy_dir:
   type: dict
   sample: {"path": "/tmp/kubeupgrade-rehearsal-3k2j9x", "removed": true}
 stale_removed:
-  description: Directories of killed runs (each an etcd copy) removed from O(work_dir) before this run started.
+  description:
+    - Directories of killed runs (each an etcd copy) removed from O(work_dir) before this run started, and the image
+      mounts a killed run left in the system's temporary directory (C(kubeupgrade-image-<component>-<pid>-*)), unmounted
+      with C(ctr images unmount --rm) before this run mounted its own.
   returned: success
   type: list
   elements: str

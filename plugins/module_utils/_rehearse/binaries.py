@@ -10,6 +10,7 @@ What cannot be had here raises ``Unavailable``: the rehearsal then fails, or, wh
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shutil
@@ -17,6 +18,7 @@ import tempfile
 from typing import List, Optional, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import process_running
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 try:
@@ -28,6 +30,7 @@ except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
 
 NAMESPACE = "k8s.io"  # the CRI plugin's namespace: the images kubelet and kubeadm see
 DEFAULT_CONTAINERD = "/run/containerd/containerd.sock"
+MOUNT_PREFIX = "kubeupgrade-image-"  # <prefix><component>-<pid>-<random>: a mount whose run is gone is unmounted
 ETCD_MANIFEST = "/etc/kubernetes/manifests/etcd.yaml"  # kubeadm's stacked etcd
 # Where the upstream images keep their binary (registry.k8s.io/kube-apiserver, registry.k8s.io/etcd).
 IN_IMAGE = {"kube-apiserver": "usr/local/bin/kube-apiserver", "etcd": "usr/local/bin/etcd"}
@@ -117,7 +120,9 @@ class ImageMounts:
         self.may_pull = pull and mount  # False in check mode: a pull changes the host's containerd
         self.mounted: List[Tuple[str, str]] = []  # (image, directory)
         self.pulled: List[str] = []  # images this run pulled into containerd (left there: the upgrade needs them)
+        self.stale_unmounted: List[str] = []  # mounts a killed run left, unmounted by this one
         self._names: Optional[List[str]] = None
+        self._stale_checked = False
 
     def __enter__(self):
         return self
@@ -183,7 +188,8 @@ class ImageMounts:
         if not self.may_mount:
             raise ConfigurationError(f"{component}: {image} would have to be mounted, outside a run that unmounts it: give "
                                      "the binary's path")
-        directory = tempfile.mkdtemp(prefix=f"kubeupgrade-{component}-image-")
+        self._unmount_stale()
+        directory = tempfile.mkdtemp(prefix=f"{MOUNT_PREFIX}{component}-{os.getpid()}-")
         code, _out, error = self._ctr("images", "mount", image, directory)
         if code != 0:
             os.rmdir(directory)
@@ -194,6 +200,24 @@ class ImageMounts:
         if not os.path.isfile(path):
             raise Unavailable(f"{image} has no /{IN_IMAGE[component]} (not an upstream {component} image?): give the binary's path")
         return path
+
+    def _unmount_stale(self) -> None:
+        """Unmount what a killed run left (its pid, in the directory's name, gone), once per run before the first mount;
+        a directory ctr will not unmount is left as it is, so that nothing mounted is deleted."""
+        if self._stale_checked:
+            return
+        self._stale_checked = True
+        for directory in glob.glob(os.path.join(tempfile.gettempdir(), MOUNT_PREFIX + "*")):
+            owner = re.match(r"[a-z-]+?-(\d+)-[^/]*$", os.path.basename(directory)[len(MOUNT_PREFIX):])
+            if not owner or process_running(int(owner.group(1))) or not os.path.isdir(directory):
+                continue
+            if os.path.ismount(directory) and self._ctr("images", "unmount", "--rm", directory, timeout=60)[0] != 0:
+                continue
+            try:
+                os.rmdir(directory)
+            except OSError:
+                continue
+            self.stale_unmounted.append(directory)
 
     def summary(self) -> List[dict]:
         return [{"image": image, "mounted_at": directory, "pulled": image in self.pulled} for image, directory in self.mounted]

@@ -546,7 +546,8 @@ def run(kum) -> dict:
                 raise
             return not_rehearsed(str(error))
         result = rehearse(plan_, warn=kum.warn)
-        result.update(rehearsed=True, images=mounts.summary(), flags_from=plan_.flags_from or "none: the target's defaults")
+        result.update(rehearsed=True, images=mounts.summary(), flags_from=plan_.flags_from or "none: the target's defaults",
+                      stale_removed=result["stale_removed"] + mounts.stale_unmounted)
     if not plan_.flags_from:
         kum.warn("the target ran with its default flags (no static pod manifest was read and no flag option given): a resource "
                  "the cluster's flags enable is reported removed; give apiserver_manifest, or feature_gates and runtime_config")

@@ -122,6 +122,23 @@ def test_the_target_and_etcd_come_from_the_images_mounted_read_only_and_are_unmo
     assert not any(os.path.exists(directory) for directory in directories)
 
 
+def test_a_mount_a_killed_run_left_is_unmounted_before_the_next_mount_and_a_live_runs_is_not(host, monkeypatch):
+    host["image"]("registry.k8s.io/kube-apiserver:v1.36.2", "kube-apiserver", "Kubernetes v1.36.2")
+    host["image"]("registry.k8s.io/etcd:3.6.5-0", "etcd", "etcd Version: 3.6.5")
+    host["manifests"](etcd_image="registry.k8s.io/etcd:3.6.5-0")
+    killed = host["tmp"] / f"{binaries.MOUNT_PREFIX}kube-apiserver-{2 ** 22 + 7}-x1"  # above any pid_max: no such process
+    (killed / "usr" / "local" / "bin").mkdir(parents=True)
+    alive = host["tmp"] / f"{binaries.MOUNT_PREFIX}etcd-{os.getpid()}-x2"
+    (alive / "usr").mkdir(parents=True)
+    monkeypatch.setattr(binaries.os.path, "ismount", lambda path: path in (str(killed), str(alive)))
+    with binaries.ImageMounts(host["socket"]) as mounts:
+        rehearse_runner.plan(params(host), mounts)
+        assert mounts.stale_unmounted == [str(killed)] and not killed.exists() and alive.exists()
+    calls = host["log"].read_text().splitlines()
+    assert sum(f"images unmount --rm {killed}" in call for call in calls) == 1
+    assert not any(str(alive) in call for call in calls)
+
+
 def test_etcd_comes_from_the_etcd_static_pod_beside_the_apiserver_manifest_given(host):
     """A manifests directory elsewhere than kubeadm's (apiserver_manifest given): its etcd.yaml names etcd's image."""
     host["image"]("registry.k8s.io/kube-apiserver:v1.36.2", "kube-apiserver", "Kubernetes v1.36.2")
