@@ -210,3 +210,35 @@ def test_a_full_filesystem_names_the_path_and_the_space_needed(plain_etcd, small
                           **connection(plain_etcd)})
     assert result["failed"] and result["msg"].startswith(f"work_dir: {small_disk} has no space left"), result["msg"]
     assert str(dest.stat().st_size) in result["msg"], result["msg"]
+
+
+@pytest.fixture
+def etcd_35_tls(tmp_path):
+    yield from etcd_fixture.serve(tmp_path / "etcd", tls=True, version="3.5")
+
+
+def test_etcd_killed_in_the_middle_of_the_stream_is_said_as_such_not_as_a_certificate_problem(etcd_35_tls):
+    """A real etcd 3.5 over TLS with client certificates, killed (SIGKILL) once the first piece of its snapshot has
+    arrived: the cause is the stream etcd closed, with the bytes received, never the certificates."""
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings
+
+    server = etcd_35_tls
+    server.put_many(((f"/registry/configmaps/bulk/cm-{i:05d}", b"x" * 8192) for i in range(600)), batch=50)
+    settings = EtcdSettings(endpoints=[server.url], ca_cert=server.pki.ca_cert, client_cert=server.pki.client_cert,
+                            client_key=server.pki.client_key)
+    received = []
+
+    def write(piece):
+        if not received:
+            server.process.kill()
+            server.process.wait()
+            time.sleep(0.5)
+        received.append(len(piece))
+
+    with pytest.raises(etcd_client.EtcdError) as raised:
+        etcd_client.EtcdReader(settings).snapshot(write)
+    message = str(raised.value)
+    assert message.startswith(f"etcd at {server.url} closed the snapshot stream after {sum(received)} bytes"), message
+    assert received and sum(received) < 600 * 8192, received  # it died in the middle
+    assert "certificate" not in message and "TLS" not in message, message
