@@ -143,7 +143,7 @@ endpoints:
             "git_version": "v1.33.2", "ready": true, "failed_groups": []}]
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import agreement_runner as runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 

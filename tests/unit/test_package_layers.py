@@ -20,7 +20,7 @@ ORDER = (
     # shared files over the API layer: names, RBAC rules, retries, release data and emulation
     "resources", "rbac", "retries", "profiles", "emulation",
     # the capabilities
-    "_agree", "_observe", "_hash", "_audit", "_snapshot", "_remember", "_judge", "_migrate", "_rehearse",
+    "_observe", "_hash", "_audit", "_snapshot", "_remember", "_judge", "_migrate", "_rehearse",
     # the module shell
     "module",
 )

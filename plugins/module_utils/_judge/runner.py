@@ -17,8 +17,6 @@ from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import emulation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import decisions, measured, offline, rehearsed, report, timeline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
@@ -33,8 +31,10 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model i
     Target,
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io as observe_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import Observation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crds
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_accept
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError

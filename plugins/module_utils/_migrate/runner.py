@@ -25,8 +25,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import compare
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import headline, next_step
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import Target
@@ -48,7 +46,9 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progr
     summary_table,
     worth_a_progress_line,
 )
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.agreement import compare
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.wait import headline, next_step
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ConfigurationError,

@@ -7,10 +7,9 @@ from __future__ import annotations
 from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import observation_agreement, resource_table
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import expectation
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import expectation, roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import release_hint
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError, ProfileError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles, normalize_release

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import agreement
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import discovery
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import agreement, discovery
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import EndpointObservation
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "real-apiserver-1.32"

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import result_fields
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.agreement import Agreement
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.wait import result_fields
 
 
 class _Endpoint:

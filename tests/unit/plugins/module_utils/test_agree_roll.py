@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree import roll
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import EndpointObservation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import ReleaseProfile

@@ -8,13 +8,13 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import _refuse_unknown_names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import (
     EndpointObservation,
     Observation,
     ObservedCrd,
     ObservedResource,
 )
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.wait import _refuse_unknown_names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 URLS = ["https://10.0.0.11:6443", "https://10.0.0.12:6443"]

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.agreement import Agreement, AgreementTracker, compare, storage_versions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import PollTimeout, poll_until
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.agreement import Agreement, AgreementTracker, compare, storage_versions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, DisagreementError
 
 

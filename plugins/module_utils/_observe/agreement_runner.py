@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._agree.wait import AgreementWait, result_fields, wait_for_agreement
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.wait import AgreementWait, result_fields, wait_for_agreement
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_accept, check_at_least
 
 
