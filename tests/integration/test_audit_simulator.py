@@ -18,8 +18,8 @@ import etcd_fixture
 import pytest
 import yaml
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model, runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result, hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 # resource -> (current storage version at 1.31, kind, objects to store in an old version, old version)
@@ -106,14 +106,14 @@ def test_audit_migrate_only_listed_objects_then_none_left(plane, etcd_tls, tmp_p
         assert found == dict(stored), resource
 
     # the objects a target reading only the current versions cannot decode, named
-    to_migrate = model.objects_from_audit(audit)
-    assert model.truncated_from_audit(audit) == []
+    to_migrate = audit_result.objects_from_audit(audit)
+    assert audit_result.truncated_from_audit(audit) == []
     assert {r: sorted(n) for r, n in to_migrate.items()} == {
         r: sorted((f"default/obj-{i}" if r in NAMESPACED else f"obj-{i}") for i in range(count)) for r, (_c, _k, count, _o) in OLD.items()}
 
     # records measured: exactly the hashes stored, never Unknown
     current_hashes = {r: hashing.storage_version_hash(GroupResource.parse(r).group, current, kind) for r, (current, kind, *_x) in OLD.items()}
-    records = model.records_from_audit(audit, current_hashes)
+    records = audit_result.records_from_audit(audit, current_hashes)
     for resource, (_current, kind, _count, old) in OLD.items():
         old_hash = hashing.storage_version_hash(GroupResource.parse(resource).group, old, kind)
         assert records[resource] == [old_hash, current_hashes[resource]]
@@ -134,8 +134,8 @@ def test_audit_migrate_only_listed_objects_then_none_left(plane, etcd_tls, tmp_p
     second = runner.audit(runner.build_request({
         "etcd_endpoints": [etcd_tls.url], "etcd_ca_cert": etcd_tls.pki.ca_cert, "etcd_client_cert": etcd_tls.pki.client_cert,
         "etcd_client_key": etcd_tls.pki.client_key, "readable_versions": readable, "pages_per_second": 0}))
-    assert second["not_readable"] == 0 and model.objects_from_audit(second) == {}
-    assert model.records_from_audit(second, current_hashes) == {r: [h] for r, h in current_hashes.items()}
+    assert second["not_readable"] == 0 and audit_result.objects_from_audit(second) == {}
+    assert audit_result.records_from_audit(second, current_hashes) == {r: [h] for r, h in current_hashes.items()}
     for resource in OLD:
         assert {o["encoded_version"] for o in plane.admin.stored_objects(resource)} == {
             f"{GroupResource.parse(resource).group}/{OLD[resource][0]}"}

@@ -28,7 +28,7 @@ from real_binaries import TODAY_ETCD, TODAY_TO, create, explain, wait_for
 from realcp.plane import locked_state, process_start
 from test_failure_first_line import FIRST_LINE, first_error
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model as audit_model
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
 
 MIB = 1 << 20
@@ -161,7 +161,7 @@ def test_a_migration_past_the_space_quota_is_refused_before_any_write_and_runs_o
     result, audit, migrated = _play(ansible_playbook, plane, tmp_path, "refused")
 
     space, listed = audit["etcd_space"], audit["resources"][CRD_NAME]
-    growth = plan.rewrite_bytes(audit, audit_model.objects_from_audit(audit))  # what the check expects etcd to grow by
+    growth = plan.rewrite_bytes(audit, audit_result.objects_from_audit(audit))  # what the check expects etcd to grow by
     print(f"\n{count} blobs, {listed['bytes'] / MIB:.1f} MiB stored, {growth / MIB:.1f} MiB of growth expected; {space}")
     assert space["quota"] == QUOTA and listed["not_readable"] == count, (space, listed["not_readable"])
     assert space["db_size"] + listed["bytes"] > 0.95 * QUOTA > space["db_size"], space  # even by the bytes alone
@@ -184,7 +184,7 @@ def test_a_migration_past_the_space_quota_is_refused_before_any_write_and_runs_o
 
     assert result.rc == 0, explain(result)
     assert audit["etcd_space"]["quota"] == raised, audit["etcd_space"]
-    expected = audit["etcd_space"]["db_size"] + plan.rewrite_bytes(audit, audit_model.objects_from_audit(audit))
+    expected = audit["etcd_space"]["db_size"] + plan.rewrite_bytes(audit, audit_result.objects_from_audit(audit))
     share = expected / raised
     assert 0.75 < share < 0.95, share
     warning = f"of its quota, {raised // MIB} MiB: {share:.0%} of it after the migration"

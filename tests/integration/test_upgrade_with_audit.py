@@ -17,7 +17,8 @@ import etcd_fixture
 import pytest
 from test_playbooks_helpers import TLS, explain, releases, run
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model, runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import runner
 
 # resource -> (version 1.36 cannot read, current version, objects in the old version, objects already current)
 OLD = {
@@ -86,4 +87,4 @@ def test_upgrade_with_etcd_settings_audits_records_migrates_only_listed_objects(
     second = runner.audit(runner.build_request({
         "etcd_endpoints": [etcd_tls.url], "etcd_ca_cert": etcd_tls.pki.ca_cert, "etcd_client_cert": etcd_tls.pki.client_cert,
         "etcd_client_key": etcd_tls.pki.client_key, "target_release": "1.36", "pages_per_second": 0}))
-    assert second["not_readable"] == 0 and model.objects_from_audit(second) == {}
+    assert second["not_readable"] == 0 and audit_result.objects_from_audit(second) == {}

@@ -17,6 +17,8 @@ ORDER = (
     "errors", "_release_data", "hashing", "connection_args", "_validate",
     # the I/O layers: the API layer, then the etcd layer (which waits with the API layer's one wait loop)
     "_http", "_etcd",
+    # the audit's registered result as the capabilities that take one read it (over the etcd layer's key layout)
+    "audit_result",
     # shared files over the API layer: names, RBAC rules, retries, release data and emulation
     "resources", "rbac", "retries", "profiles", "emulation",
     # the capabilities

@@ -20,26 +20,18 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import errors, hashing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, keys
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import crds as crds_mod
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.audit_result import group_of, version_of
 
 IDENTITY = "identity"
 # Names kept per stored version when ``names_limit`` is -1 (every name in the lists of objects the audit's own target
 # cannot decode): the per-version evidence other targets are judged from stays bounded by the number of versions.
 VERSION_NAMES_CAP = 1000
 CRD_GROUP, CRD_RESOURCE = "apiextensions.k8s.io", "customresourcedefinitions"
-
-
-def version_of(api_version: str) -> str:
-    """``apps/v1`` -> ``v1``; ``v1`` -> ``v1``."""
-    return api_version.rpartition("/")[2]
-
-
-def group_of(api_version: str) -> str:
-    return api_version.rpartition("/")[0]
 
 
 @dataclass
@@ -269,71 +261,3 @@ def crd_definition(value: bytes):
     return {"group": crd.group, "kind": crd.kind, "plural": crd.plural, "scope": crd.scope,
             "versions": [{"name": v.name, "served": v.served, "storage": v.storage} for v in crd.versions],
             "storage_version": crd.storage_version, "stored_versions": list(crd.stored_versions)}
-
-
-# --- helpers other capabilities use ---------------------------------------------------------------
-
-
-def _audit_entry(audit_result: dict, resource: str) -> Optional[dict]:
-    found = (audit_result.get("resources") or {})
-    return found.get(resource) or found.get(keys.SHARED_STORAGE.get(resource, ""))
-
-
-def records_from_audit(audit_result: dict, current_hashes: Dict[str, str]) -> Dict[str, List[str]]:
-    """Persisted storage version hashes per resource, measured: exactly the hashes found in etcd.
-
-    ``[current]`` when nothing is stored or only the current version is; ``Unknown`` is added when a
-    stored value could not be read (fail closed: its version is not established).
-    """
-    records = {}
-    for resource, current in current_hashes.items():
-        entry = _audit_entry(audit_result, resource)
-        if not entry or not entry.get("objects"):
-            records[resource] = [current]
-            continue
-        found = set(entry.get("hashes") or [])
-        if entry.get("unreadable"):
-            found.add(hashing.UNKNOWN)
-        others = sorted(found - {current})
-        records[resource] = others + [current] if current in found else others
-        if not records[resource]:
-            records[resource] = [current]
-    return records
-
-
-def objects_from_audit(audit_result: dict) -> Dict[str, List[str]]:
-    """Names (``namespace/name`` or ``name``) of the objects each resource stores in a version the audit's
-    target cannot decode: what an object-level migration rewrites. Complete only when the audit ran with
-    ``names_limit: -1``; ``truncated_from_audit`` tells."""
-    return {name: list(entry.get("not_readable_names") or [])
-            for name, entry in (audit_result.get("resources") or {}).items()
-            if entry.get("not_readable")}
-
-
-def names_not_readable(entry: dict, readable: Iterable[str]) -> Optional[Tuple[List[str], int]]:
-    """The objects of one audited resource (``audit["resources"][name]``) stored in a version outside ``readable``
-    (versions such as ``v1``, or ``apps/v1``): ``(names, count)``, the names the audit kept per stored version (at
-    most ``version_names_limit`` each; ``len(names) < count`` when cut). Computed for any target from the per-version names;
-    None for an audit without them (before 0.3.0), whose ``not_readable_names`` are for its own target only."""
-    readable = {version_of(v) for v in readable}
-    versions = (entry or {}).get("versions") or []
-    if any("names" not in v for v in versions) or (not versions and (entry or {}).get("objects")):
-        return None
-    names, count = [], 0
-    for stored in versions:
-        if version_of(stored["api_version"]) not in readable:
-            names.extend(stored["names"])
-            count += stored["count"]
-    return names, count
-
-
-def crds_from_audit(audit_result: dict) -> Dict[str, dict]:
-    """The CustomResourceDefinitions the audit read (``crd_definition``), by name; empty for an audit before 0.3.0."""
-    return dict(audit_result.get("crds") or {})
-
-
-def truncated_from_audit(audit_result: dict) -> List[str]:
-    """Resources whose name lists were cut at ``names_limit`` (object-level work must not trust them)."""
-    return sorted(name for name, entry in (audit_result.get("resources") or {}).items()
-                  if (entry.get("not_readable") or 0) > len(entry.get("not_readable_names") or [])
-                  or (entry.get("unreadable") or 0) > len(entry.get("unreadable_names") or []))

@@ -16,8 +16,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model as audit_model
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result as audit_result
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObjectCount
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
 
@@ -79,7 +78,7 @@ def unreadable_text(audit, name) -> str:
 
 
 def _strip(versions) -> set:
-    return {audit_model.version_of(str(v)) for v in versions or []}
+    return {audit_result.version_of(str(v)) for v in versions or []}
 
 
 def object_names(audit, name, readable) -> Tuple[List[str], str]:
@@ -96,7 +95,7 @@ def object_names(audit, name, readable) -> Tuple[List[str], str]:
         names, count = list(found.get("not_readable_names") or []), found.get("not_readable") or 0
         kept = f"{limit} name(s)" if isinstance(limit, int) and limit >= 0 else "fewer names"
     else:
-        computed = audit_model.names_not_readable(found, readable)
+        computed = audit_result.names_not_readable(found, readable)
         if computed is None:
             judged = (f"judged {name} for a target that reads {', '.join(sorted(_strip(found.get('readable_versions'))))}"
                       if found.get("judged") else f"did not judge {name}")

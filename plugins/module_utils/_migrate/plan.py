@@ -13,9 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model as audit_model
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result as audit_result
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result, hashing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import stored_versions_errors
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import ObservedCrd
@@ -468,9 +466,9 @@ def rewrite_bytes(audit: dict, objects: Dict[str, List[str]]) -> int:
     total = 0
     for name in objects:
         entry = (audit.get("resources") or {}).get(name) or {}
-        readable = {audit_model.version_of(v) for v in entry.get("readable_versions") or []}
+        readable = {audit_result.version_of(v) for v in entry.get("readable_versions") or []}
         total += sum(database_growth(int(v.get("count") or 0), int(v.get("bytes") or 0)) for v in entry.get("versions") or []
-                     if audit_model.version_of(v.get("api_version", "")) not in readable)
+                     if audit_result.version_of(v.get("api_version", "")) not in readable)
     return total
 
 
@@ -511,9 +509,9 @@ def objects_from_audit(audit, requested: Optional[List[str]] = None) -> ObjectPl
     ValueError (the caller names the option) when it was not judged, or when a name list was cut at ``names_limit``
     (migrating only the first N would leave the rest behind while looking done)."""
     _check_audit(audit)
-    listed = audit_model.objects_from_audit(audit)
+    listed = audit_result.objects_from_audit(audit)
     wanted = [GroupResource.parse(n).name for n in requested] if requested else None
-    truncated = [n for n in audit_model.truncated_from_audit(audit) if wanted is None or n in wanted]
+    truncated = [n for n in audit_result.truncated_from_audit(audit) if wanted is None or n in wanted]
     if truncated:
         raise ValueError(f"lists only the first names of {', '.join(truncated)} (names_limit): run the audit with "
                          "names_limit: -1 so that every object is listed")

@@ -4,6 +4,6 @@
 ``records`` plans every record change (pure); ``storage_state_io`` reads and writes them, installs
 the StorageState CRD, and removes records nothing serves any more; ``runner`` is what ``storage_state`` calls.
 
-Layer: a capability over ``_audit`` (records measured by an audit), ``_observe`` and the API layer. The order is
+Layer: a capability over ``_observe``, the API layer and ``audit_result`` (records measured by an audit). The order is
 tests/unit/test_package_layers.py.
 """

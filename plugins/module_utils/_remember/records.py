@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Dict, List, Optional
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result as audit_result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.keys import SHARED_STORAGE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import UNKNOWN
@@ -295,13 +295,7 @@ class Measurement:
         """
         if not current or current == UNKNOWN or not self.measures(name):
             return None
-        # Imported here: only a run with an audit needs the audit's model (and its decoders), and every
-        # module that reads records imports this file.
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit.model import (  # pylint: disable=import-outside-toplevel
-            records_from_audit,
-        )
-
-        persisted = records_from_audit(self.audit, {name: current})[name]
+        persisted = audit_result.records_from_audit(self.audit, {name: current})[name]
         reasons = [f"measured in etcd ({self.source}) at {self.measured_at}: stored as {', '.join(persisted)}"]
         if UNKNOWN in persisted:
             reasons.append("some stored values could not be read, so Unknown stays (see the audit's unreadable_names)")

@@ -8,7 +8,8 @@ from datetime import datetime, timezone
 
 import pytest
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model, result
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result as result
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, keys
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 

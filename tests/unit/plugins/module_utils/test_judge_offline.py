@@ -12,6 +12,7 @@ import json
 
 import pytest
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, keys
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import measured, offline, report
@@ -144,14 +145,14 @@ def test_a_crd_that_cannot_be_read_is_listed_with_its_reason(value, reason):
 ])
 def test_names_not_readable_for_any_target(readable, expected):
     entry = audit_of(MIXED)["resources"]["resourceclaims.resource.k8s.io"]
-    assert model.names_not_readable(entry, readable) == expected
+    assert audit_result.names_not_readable(entry, readable) == expected
 
 
 def test_an_audit_before_per_version_names_gives_none():
     entry = audit_of(MIXED, target="1.33")["resources"]["resourceclaims.resource.k8s.io"]
     for stored in entry["versions"]:
         del stored["names"]
-    assert model.names_not_readable(entry, {"v1"}) is None
+    assert audit_result.names_not_readable(entry, {"v1"}) is None
 
 
 # ---- one audit, two targets: each names exactly what it cannot decode -----------------------------------------------
@@ -312,7 +313,7 @@ def test_every_name_for_the_audits_target_and_bounded_names_per_version_for_othe
     flow = next(r for r in own.resources if r.resource == "flowschemas.flowcontrol.apiserver.k8s.io")
     assert flow.objects_named == [f"fs-{i}" for i in range(5)] and "the first" not in flow.reason
     # a target the audit did not judge: computed from the bounded evidence, and said to be cut
-    other = model.names_not_readable(stored, {"v1beta3"})
+    other = audit_result.names_not_readable(stored, {"v1beta3"})
     assert other == (["fs-0", "fs-1"], 5)
     text = measured.object_names(audit, "flowschemas.flowcontrol.apiserver.k8s.io", {"v1beta3", "v1beta2"})
     assert text == (["fs-0", "fs-1"], "(the first 2 of 5: the audit kept 2 name(s) per stored version; audit with "

@@ -8,7 +8,7 @@ import pytest
 from kube_module_args import BASE_ARGS
 from test_audit_result import MALFORMED
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import result
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result as result
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration, storage_state, storage_version_check
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from audit_values import json_value, protobuf_value
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils import hashing
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import audit_result, hashing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, keys
 
@@ -64,7 +64,7 @@ def test_target_names_objects_it_cannot_decode(limit, names):
     assert result["resources"]["secrets"]["judged"] is False  # no readable versions given for it
     assert result["not_readable"] == 50
     assert "50 in a version the target cannot decode" in widgets["summary"]
-    assert model.truncated_from_audit(result) == (["widgets.example.com"] if names < 50 else [])
+    assert audit_result.truncated_from_audit(result) == (["widgets.example.com"] if names < 50 else [])
 
 
 def test_resource_filter_skips_decoding():
@@ -98,7 +98,7 @@ def test_records_from_audit():
     current = {"widgets.example.com": WIDGET_V1, "configmaps": hashing.storage_version_hash("", "v1", "ConfigMap"),
                "secrets": hashing.storage_version_hash("", "v1", "Secret"), "cronjobs.batch": "h0FGgdZs9eA=",
                "events.events.k8s.io": hashing.storage_version_hash("", "v1", "Event")}
-    records = model.records_from_audit(result, current)
+    records = audit_result.records_from_audit(result, current)
     assert records["widgets.example.com"] == [WIDGET_V1ALPHA1, WIDGET_V1]  # exactly what is stored
     assert records["configmaps"] == [current["configmaps"]]  # only the current version stored
     assert records["cronjobs.batch"] == ["h0FGgdZs9eA="]  # nothing stored
@@ -108,16 +108,16 @@ def test_records_from_audit():
 
 def test_records_when_only_an_old_version_is_stored():
     audit = {"resources": {"flowschemas.flowcontrol.apiserver.k8s.io": {"objects": 3, "hashes": ["old="], "unreadable": 0}}}
-    assert model.records_from_audit(audit, {"flowschemas.flowcontrol.apiserver.k8s.io": "new="}) == {
+    assert audit_result.records_from_audit(audit, {"flowschemas.flowcontrol.apiserver.k8s.io": "new="}) == {
         "flowschemas.flowcontrol.apiserver.k8s.io": ["old="]}
     audit["resources"]["flowschemas.flowcontrol.apiserver.k8s.io"].update(hashes=[], unreadable=3)
-    assert model.records_from_audit(audit, {"flowschemas.flowcontrol.apiserver.k8s.io": "new="}) == {
+    assert audit_result.records_from_audit(audit, {"flowschemas.flowcontrol.apiserver.k8s.io": "new="}) == {
         "flowschemas.flowcontrol.apiserver.k8s.io": [hashing.UNKNOWN]}
 
 
 def test_objects_from_audit():
     result = _audit(model.AuditOptions(names_limit=-1, readable={"widgets.example.com": {"v1"}, "secrets": {"v1"}}))
-    found = model.objects_from_audit(result)
+    found = audit_result.objects_from_audit(result)
     assert list(found) == ["widgets.example.com"] and len(found["widgets.example.com"]) == 50
 
 
