@@ -280,9 +280,9 @@ def build_images(workdir, kubeadm) -> Path:
     etcd_entry = compile_static(ETCD_ENTRYPOINT_C, workdir / "etcd-entrypoint")
     archive = OciArchive(workdir / "oci", created_by="kubeupgrade tests/integration/kubeadm_node.py")
     pause_layer = archive.layer({"/pause": str(pause)})
-    etcd_layer = archive.layer(with_libraries({"/usr/local/bin/etcd": str(etcd_entry),
-                                                "/usr/local/bin/etcd-3.5": asset(ETCD_VERSION, "etcd"),
-                                                "/usr/local/bin/etcdctl": asset(ETCD_VERSION, "etcdctl")}))
+    etcd_layer = archive.layer(with_libraries({
+        "/usr/local/bin/etcd": str(etcd_entry), "/usr/local/bin/etcd-3.5": asset(ETCD_VERSION, "etcd"),
+        "/usr/local/bin/etcdctl": asset(ETCD_VERSION, "etcdctl")}))
     done = set()
     for version in (FROM_VERSION, TO_VERSION):
         for component, name in image_names(kubeadm, version).items():

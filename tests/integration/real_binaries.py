@@ -329,6 +329,6 @@ def static_pod_manifests(plane, directory, index=0, etcd_image=None, release=Non
 
 
 def _static_pod(name, image, command) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": "kube-system",
-                                                           "labels": {"component": name, "tier": "control-plane"}},
+    metadata = {"name": name, "namespace": "kube-system", "labels": {"component": name, "tier": "control-plane"}}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata,
             "spec": {"hostNetwork": True, "containers": [{"name": name, "image": image, "command": command}]}}
