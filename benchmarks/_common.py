@@ -207,3 +207,10 @@ class TreeRss(Sampler):
     @property
     def peak_mib(self):
         return self.peak_kib / 1024.0 if self.samples else None
+
+
+def run_parallel(count, work, threads):
+    """``work(i)`` for i in range(count) on ``threads`` threads (seeding a store through keep-alive connections)."""
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        list(pool.map(work, range(count)))

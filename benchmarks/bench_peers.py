@@ -141,7 +141,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,7 +151,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
-from _common import TreeRss, ansible_env, cpu_seconds, rss_kib, run_child, run_module  # noqa: E402
+from _common import TreeRss, ansible_env, cpu_seconds, rss_kib, run_child, run_module, run_parallel  # noqa: E402
 from bench_real_apiserver import Connections  # noqa: E402
 
 FROM, TO, ETCD = "1.35", "1.36", "3.5"
@@ -277,8 +276,7 @@ def discovery(conns):
 
 
 def parallel(count, work, threads=SEED_THREADS):
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        list(pool.map(work, range(count)))
+    run_parallel(count, work, threads)
 
 
 def post_retrying(conns, path, body):

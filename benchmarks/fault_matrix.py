@@ -104,7 +104,6 @@ import sys
 import tempfile
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -114,7 +113,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
 
-from _common import run_module  # noqa: E402
+from _common import run_module, run_parallel  # noqa: E402
 from bench_real_apiserver import Connections  # noqa: E402
 
 RELEASE, ETCD = "1.36", "3.5"
@@ -221,8 +220,7 @@ def gizmos_crd(storage):
 
 
 def parallel(count, work, threads=SEED_THREADS):
-    with ThreadPoolExecutor(max_workers=threads) as pool:
-        list(pool.map(work, range(count)))
+    run_parallel(count, work, threads)
 
 
 def post_retrying(conns, path, body):

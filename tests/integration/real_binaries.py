@@ -94,6 +94,30 @@ def seed_gadgets(plane, namespace):
            {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": "new"}, "spec": {"size": 2}})
 
 
+GADGETS_PATH = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com"
+
+
+def gadgets_stored_as(plane, storage, namespace="app"):
+    """The gadgets CRD storing ``storage`` (v1alpha1 or v1), served, with ``namespace``; switched again later with
+    ``switch_gadgets_storage``."""
+    crd = json.loads(json.dumps(GADGETS_CRD))
+    for version in crd["spec"]["versions"]:
+        version["storage"] = version["name"] == storage
+    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
+    wait_for(lambda: plane.request("GET", "/apis/example.com/v1alpha1/gadgets")[0] == 200, "the gadgets CRD to be served")
+    create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}})
+
+
+def switch_gadgets_storage(plane, storage) -> dict:
+    """The gadgets CRD's storage version switched to ``storage``; the CRD as the apiserver answered the PUT."""
+    crd = plane.get(GADGETS_PATH)
+    for version in crd["spec"]["versions"]:
+        version["storage"] = version["name"] == storage
+    status, answer = plane.request("PUT", GADGETS_PATH, crd)
+    assert status == 200, answer
+    return answer
+
+
 def seed_132(plane, namespace="app"):
     """Objects in the versions 1.32 stores: DRA, flowcontrol, admissionregistration, a CRD with two versions, core."""
     create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}})

@@ -18,12 +18,13 @@ import pytest
 import yaml
 from rbac_recorder import RBAC_DIR, manifests
 from real_binaries import (
-    GADGETS_CRD,
     create,
     explain,
+    gadgets_stored_as,
     report,
     run,
     seed_132,
+    switch_gadgets_storage,
     unreadable,
     versions,
     wait_for,
@@ -187,18 +188,12 @@ def test_migrate_runs_as_the_migration_identity_and_rewrites_a_custom_resource_s
     """Gadgets stored as v1alpha1, then the CRD's storage switched to v1: migrate.yml rewrites them as the migration
     identity (list and patch through the rendered role) and prunes storedVersions (CRD status, shipped role)."""
     plane = real_plane_factory(["1.32", "1.32"])
-    crd = json.loads(json.dumps(GADGETS_CRD))
-    crd["spec"]["versions"][0]["storage"], crd["spec"]["versions"][1]["storage"] = True, False
-    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-    wait_for(lambda: plane.request("GET", "/apis/example.com/v1alpha1/gadgets")[0] == 200, "the gadgets CRD to be served")
-    create(plane, "/api/v1/namespaces", {"metadata": {"name": "app"}})
+    gadgets_stored_as(plane, "v1alpha1")
     for i in range(3):
         create(plane, "/apis/example.com/v1alpha1/namespaces/app/gadgets",
                {"apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": f"g{i}"}, "spec": {"size": i}})
-    crd = plane.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com")
-    crd["spec"]["versions"][0]["storage"], crd["spec"]["versions"][1]["storage"] = False, True
-    status, answer = plane.request("PUT", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com", crd)
-    assert status == 200 and answer["status"]["storedVersions"] == ["v1alpha1", "v1"], answer
+    answer = switch_gadgets_storage(plane, "v1")
+    assert answer["status"]["storedVersions"] == ["v1alpha1", "v1"], answer
     identities = Identities(plane, tmp_path)
     identities.render_custom_resource_roles(ansible_playbook)
     identities.wait_until_granted(identities.token(MIGRATE), "/apis/example.com/v1/gadgets?limit=1")

@@ -31,7 +31,20 @@ from pathlib import Path
 import pytest
 import yaml
 from conftest import collections_path
-from real_binaries import GADGETS_CRD, SCHEMA, create, explain, report, run, seed_132, unreadable, wait_for, write_inventory
+from real_binaries import (
+    GADGETS_PATH,
+    SCHEMA,
+    create,
+    explain,
+    gadgets_stored_as,
+    report,
+    run,
+    seed_132,
+    switch_gadgets_storage,
+    unreadable,
+    wait_for,
+    write_inventory,
+)
 from test_demo import readme_block
 
 pytestmark = pytest.mark.slow
@@ -321,21 +334,15 @@ def test_migrate_yml_with_etcd_settings_rewrites_only_the_objects_stored_in_an_o
     apiservers agree on) and rewrites only the objects the audit names: 4 gadgets stored as v1alpha1 are rewritten,
     the 3 already stored as v1 are not (counted by the apiservers), nothing is left old and storedVersions is pruned."""
     plane = real_plane_factory(["1.32", "1.32"])
-    crd = json.loads(json.dumps(GADGETS_CRD))
-    crd["spec"]["versions"][0]["storage"], crd["spec"]["versions"][1]["storage"] = True, False
-    create(plane, "/apis/apiextensions.k8s.io/v1/customresourcedefinitions", crd)
-    wait_for(lambda: plane.request("GET", "/apis/example.com/v1alpha1/gadgets")[0] == 200, "the gadgets CRD to be served")
-    create(plane, "/api/v1/namespaces", {"metadata": {"name": "app"}})
+    gadgets_stored_as(plane, "v1alpha1")
 
     def gadget(name):
         return {"apiVersion": "example.com/v1", "kind": "Gadget", "metadata": {"name": name}, "spec": {"size": 1}}
     for i in range(4):
         create(plane, "/apis/example.com/v1/namespaces/app/gadgets", gadget(f"old{i}"))
-    crd = plane.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com")
-    crd["spec"]["versions"][0]["storage"], crd["spec"]["versions"][1]["storage"] = False, True
-    plane.request("PUT", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com", crd)
-    wait_for(lambda: all(plane.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com",
-                                       index=i)[1]["spec"]["versions"][1]["storage"] for i in range(2)), "both apiservers to see v1 stored")
+    switch_gadgets_storage(plane, "v1")
+    wait_for(lambda: all(plane.request("GET", GADGETS_PATH, index=i)[1]["spec"]["versions"][1]["storage"] for i in range(2)),
+             "both apiservers to see v1 stored")
     time.sleep(2)  # the CRD handler of each apiserver swaps its storage after the watch event
     for i in range(3):
         create(plane, "/apis/example.com/v1/namespaces/app/gadgets", gadget(f"new{i}"))
