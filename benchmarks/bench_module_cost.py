@@ -62,6 +62,29 @@ its module.py with lazy imports):
   gain is within the noise. scratch stays imported by every module (remove_leftovers calls scratch.remove_stale at
   each start; importing it only when its glob finds a leftover would save about 27 ms more, but needs its PREFIX in
   module.py).
+
+Run of 2026-12-02 23:38 (commit 6b2a1c0, ``--baseline 0637edd``: the commit before the observer reused its connections
+across polls, the client read the serving certificate from its own connection and module.py imported the clients
+lazily; defaults: 10 tasks a play, 3 plays; load average 1.5 at the start, 2.0 at the end; one-debug play 0.75 s):
+  end to end             s / task   beyond ping   CPU s / task   beyond ping   process alone s   beyond ping
+  debug                    0.026         -            0.026           -               -                -
+  ping                     0.388         -            0.364           -             0.230              -
+  hash                     0.519       0.131          0.546         0.182           0.318            0.088
+  hash @ 0637edd           0.615       0.227          0.645         0.281           0.364            0.134
+  info                     0.714       0.326          0.711         0.347           0.419            0.189
+  info @ 0637edd           0.737       0.349          0.694         0.330           0.452            0.222
+  audit                    0.853       0.465          0.768         0.404           0.499            0.269
+  audit @ 0637edd          0.827       0.439          0.820         0.456           0.519            0.289
+  Against the goal (a task with nothing to do costs <= 0.3 s beyond ping): hash meets it (0.13 s, 0.84x its
+  baseline's time; its collection imports 84 ms in 23 files against 129 ms in 30); info misses it by 0.03 s (0.97x
+  wall, 1.02x CPU of its baseline: one observation of one endpoint opens one connection, so the connection reuse
+  across polls cannot show here, and it imports the same 34 files either way); audit misses it by 0.17 s wall, 0.10 s
+  CPU (1.03x wall, 0.94x CPU of its baseline: within the noise; the plays of one row spread 15-25%). The module
+  process alone (its connection included) is within 0.3 s of ping's for all three (0.09 / 0.19 / 0.27 s); what
+  Ansible adds around the process (end to end minus process alone) grows with the module: ping 0.16 s, hash 0.20,
+  info 0.30, audit 0.35 (payloads 163 / 286 / 303 / 336 KiB). That part, not measured apart here, is what puts info
+  and audit over the goal.
+  Imports alone, CPU median (fastest) x 0637edd: hash 0.92 (0.89), info 1.04 (0.99), audit 0.93 (0.90).
 """
 
 import argparse

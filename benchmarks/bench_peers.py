@@ -127,6 +127,22 @@ to each resource's current storage version (what a-audit gives it: the running r
 profiles, each CRD's storage version; or the agreement's hashes mapped back to versions), so that it names exactly the
 objects stored in another version, then give ``storage_migration`` ``objects_from_audit`` (select auto), as a-audit
 does; the records of the resources it found current are already ``[current]`` from the audit (done in 9b7f84d: run 3).
+
+Item 3, ``--scale --objects 20000 --methods`` (no method: the scale part alone; commit 6b2a1c0, 2026-12-03 00:05; 10,002
+ConfigMaps, 23,334 keys; load average 3.9 at the start, 10.0 at the end, 8-12 during the rows: another engineer's
+tests shared the 2 cores), median of 3 rounds, the methods taking turns:
+  concurrency  method    s      objects/s   x bare   client CPU s   runs s
+  1            bare     29.36     341        1.00       4.37        25.46, 32.73, 29.36
+  1            module   43.57     230        0.67       6.06        43.57, 28.73, 47.71
+  1            ansible  43.43     230        0.68        -          43.43, 34.82, 47.89 (module 37.6 s)
+  8            bare     40.12     249        1.00       6.23        73.46, 40.12, 34.94
+  8            module   37.18     269        1.08       6.21        62.70, 37.18, 34.06
+  8            ansible  50.21     199        0.80        -          53.42, 39.62, 50.21 (module 45.1 s)
+  audit over the store: unthrottled 0.77 s (26 pages, etcd CPU 0.12 s), default throttle 1.21 s (etcd CPU 0.16 s)
+Against the goal (module >= 0.95x bare): met at concurrency 8 (1.08x; round by round 1.17, 1.08, 1.03), not shown at
+concurrency 1 (0.67x; round by round 0.58, 1.14, 0.62): at a load of 8-12 on 2 cores the rounds of one row spread
+up to 1.7x, so this run does not settle concurrency 1. The client's CPU is steadier: at concurrency 1 the module
+used 1.39x the bare loop's (0.61 against 0.44 ms an object), at 8 the same (6.21 against 6.23 s).
 """
 
 import argparse
@@ -821,7 +837,7 @@ def fmt(value, pattern="{:.1f}"):
 def print_table(results):
     rows = results["rows"]
     print()
-    print(f"Roll {results['from']} -> {results['to']} on etcd {results['etcd']}: {results['keys']} keys, "
+    print(f"Roll {results['from']} -> {results['to']} on etcd {results['etcd']}: {results.get('keys')} keys, "
           f"{results['objects']} ConfigMaps+Secrets, {results['old_objects']} VolumeAttributesClasses (v1beta1), "
           f"{results['crd_objects']} {CRD_NAME} (half v1alpha1); each method on its own copy of the same store")
     print("| method | seconds | verified (old after) | old before | etcd writes | writes / old | requests (writes) "
@@ -933,7 +949,7 @@ def main():
     parser.add_argument("--old-objects", type=int, default=2000, help="VolumeAttributesClasses written as v1beta1")
     parser.add_argument("--crd-objects", type=int, default=1000, help="custom resources, half stored as v1alpha1")
     parser.add_argument("--namespaces", type=int, default=20)
-    parser.add_argument("--methods", nargs="+", default=METHODS, choices=METHODS)
+    parser.add_argument("--methods", nargs="*", default=METHODS, choices=METHODS, help="none (--methods alone): --scale only")
     parser.add_argument("--method-timeout", type=float, default=1800.0, help="seconds each method may take")
     parser.add_argument("--scale", action="store_true", help="item 3: client migrator vs bare loop, audit, on a fresh copy")
     parser.add_argument("--scale-concurrency", type=int, nargs="+", default=[1, 8])
