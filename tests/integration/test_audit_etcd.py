@@ -186,7 +186,7 @@ def test_etcd_stopped_mid_scan(etcd_plain):
     ({"pages_per_second": -1}, "pages_per_second must be 0"),
     ({"etcd_prefix": "/"}, "etcd_prefix must name"),
     ({"names_limit": -2}, "names_limit must be -1"),
-    ({"readable_versions": {"pods": "v1"}}, "readable_versions[pods] must be a list"),
+    ({"readable_versions": {"pods": {"v1": True}}}, "readable_versions[pods] must be a version or a list"),
     ({"target_release": "1.99"}, "no release profile for Kubernetes 1.99"),
 ])
 def test_bad_options_fail_before_any_request(etcd_plain, extra, message):
