@@ -206,25 +206,17 @@ class Observer:
         self.profiles = profiles
         self.cluster_client = cluster_client
         self.tuning = tuning or Tuning()
-        self._pool: Optional[ThreadPoolExecutor] = None
-
-    def _workers(self) -> ThreadPoolExecutor:
-        """One pool for every observation of this observer: connections are kept per thread, so the polls of a wait
-        reuse the first poll's connections instead of a TLS handshake per thread and endpoint each time."""
-        if self._pool is None:
-            workers = max(1, min(self.tuning.max_workers, 4 * max(1, len(self.clients))))
-            self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="observe")
-        return self._pool
 
     def observe(self, resources=None, include=DEFAULT_INCLUDE) -> Observation:
         scope = _Scope.of(resources, include)
         observation = Observation()
-        pool = self._workers()
-        started = [self._start(pool, _fetch_head(pool, client, self.tuning), scope) for client in self.clients]
-        served = set().union(*(s.served for s in started)) if started else set()
-        cluster = pool.submit(self._read_cluster, started, scope, STORAGE_VERSION_GROUP_VERSION in served, observation)
-        documents = [self._collect(s) for s in started]
-        cluster.result()
+        workers = max(1, min(self.tuning.max_workers, 4 * max(1, len(self.clients))))
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            started = [self._start(pool, _fetch_head(pool, client, self.tuning), scope) for client in self.clients]
+            served = set().union(*(s.served for s in started)) if started else set()
+            cluster = pool.submit(self._read_cluster, started, scope, STORAGE_VERSION_GROUP_VERSION in served, observation)
+            documents = [self._collect(s) for s in started]
+            cluster.result()
         self._settle(started, documents, observation)
         for one, docs in zip(started, documents):
             self._finish(one.endpoint, docs, scope, observation)
