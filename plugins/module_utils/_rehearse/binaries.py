@@ -211,13 +211,8 @@ class ImageMounts:
             owner = re.match(r"[a-z-]+?-(\d+)-[^/]*$", os.path.basename(directory)[len(MOUNT_PREFIX):])
             if not owner or process_running(int(owner.group(1))) or not os.path.isdir(directory):
                 continue
-            if os.path.ismount(directory) and self._ctr("images", "unmount", "--rm", directory, timeout=60)[0] != 0:
-                continue
-            try:
-                os.rmdir(directory)
-            except OSError:
-                continue
-            self.stale_unmounted.append(directory)
+            if self._unmount(directory, mounted=os.path.ismount(directory)):
+                self.stale_unmounted.append(directory)
 
     def summary(self) -> List[dict]:
         return [{"image": image, "mounted_at": directory, "pulled": image in self.pulled} for image, directory in self.mounted]
@@ -226,10 +221,15 @@ class ImageMounts:
         """Unmount (removing the snapshot ctr made) and remove the directory; a failure is left for the operator
         only if ctr itself refuses, and then the directory is kept so that nothing mounted is deleted."""
         while self.mounted:
-            _image, directory = self.mounted.pop()
-            code, _out, _error = self._ctr("images", "unmount", "--rm", directory, timeout=60)
-            if code == 0:
-                try:
-                    os.rmdir(directory)
-                except OSError:
-                    pass
+            self._unmount(self.mounted.pop()[1])
+
+    def _unmount(self, directory: str, mounted: bool = True) -> bool:
+        """Unmount ``directory`` (removing the snapshot ctr made) and remove it; False, the directory kept, when ctr
+        refuses or it cannot be removed."""
+        if mounted and self._ctr("images", "unmount", "--rm", directory, timeout=60)[0] != 0:
+            return False
+        try:
+            os.rmdir(directory)
+        except OSError:
+            return False
+        return True
