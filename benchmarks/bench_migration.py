@@ -75,7 +75,7 @@ def migrator(state, concurrency, method=None, list_path=LIST_PATH):
     migrator's own default)."""
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import client as client_mod
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mc
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mc
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
     settings = ConnectionSettings.from_params(
@@ -103,7 +103,7 @@ def child(args):
     import urllib3  # noqa: F401  (imports happen before the measurement: only the run's own memory counts)
 
     if args.method != "bare":
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as _unused  # noqa: F401
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as _unused  # noqa: F401
     with PeakRss() as rss:
         started = time.perf_counter()
         if args.method == "bare":

@@ -808,7 +808,7 @@ def scale_child(config):
         print(json.dumps(real.ansible_child(config["state"], config["concurrency"], "ansible")))
         return
     if config["method"] == "module":
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as _unused  # noqa: F401
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as _unused  # noqa: F401
     with PeakRss() as rss:
         cpu = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()

@@ -266,7 +266,7 @@ def child(args):
         print(json.dumps(ansible_child(state, concurrency, args.method)))
         return
     if args.method.startswith("module"):
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as _unused  # noqa: F401
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as _unused  # noqa: F401
     with PeakRss() as rss:
         cpu = resource.getrusage(resource.RUSAGE_SELF)
         started = time.perf_counter()

@@ -206,18 +206,6 @@ class KubeUpgradeModule:
             return [base]
         return [base.for_endpoint(url) for url in seen]
 
-    def observer(self, profiles=None):
-        """The ``Observer`` of every apiserver in ``endpoints`` (cluster-wide reads through the connection's host),
-        with ``profiles`` (default: the shipped release profiles): the one way a module's runner observes them."""
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import (  # pylint: disable=import-outside-toplevel
-            Observer,
-        )
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import (  # pylint: disable=import-outside-toplevel
-            load_profiles,
-        )
-
-        return Observer(self.endpoint_clients(), load_profiles() if profiles is None else profiles, self.client())
-
     def _check_shared_options(self) -> None:
         """Options with one meaning in every module, checked before the module's own code sends anything:
         no URL carries credentials; every number is in its range (``_validate.NUMBER_RANGES``); ``resources``

@@ -237,3 +237,9 @@ class RetriedClient:
     def list_all(self, path: str, query=None, chunk: int = 500) -> List[dict]:
         """Every item of a LIST in chunks, each page retried; an expired token (410) restarts the list once."""
         return paged_items(lambda where, params: self.get(where, query=params), path, query, chunk)
+
+
+def why_given_up(client, error: Exception) -> str:
+    """Why a request of ``client`` ended in ``error``: its ``RetriedClient.explain``, or "not retried" for a plain client."""
+    explain = getattr(client, "explain", None)
+    return explain(error) if explain is not None else "not retried"

@@ -484,7 +484,11 @@ backend:
   sample: {"backend": "intree", "api_version": "storagemigration.k8s.io/v1", "reason": "the cluster serves ..."}
 """
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator, plan, runner
+import functools
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import resource_verdicts
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 
 
@@ -521,7 +525,8 @@ def argument_spec() -> dict:
 
 def main() -> None:
     mod = KubeUpgradeModule(argument_spec(), empty_result=runner.EMPTY_RESULT, supports_check_mode=True)
-    mod.run(runner.run)
+    # select: from_check migrates what the check judges: the judge is given to the migration, which imports no check
+    mod.run(functools.partial(runner.run, judge=resource_verdicts))
 
 
 if __name__ == "__main__":

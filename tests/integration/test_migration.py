@@ -215,8 +215,8 @@ def test_expired_token_via_checkpoint_resume(plane, capsys, tmp_path):
     """A resumed checkpoint whose token expired continues through the server's fallback token, then verifies."""
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import client as client_mod
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import checkpoint as cp
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import MigrationError
     from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 

@@ -25,7 +25,7 @@ from test_migration import _crd, _install_crd, _storage_state, contents, run, sn
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import checkpoint as cp
 
 WIDGETS = "widgets.example.com"
 OLD, NEW = "example.com/v1alpha1", "example.com/v1"

@@ -36,7 +36,7 @@ from real_binaries import create
 from realcp.plane import ADMIN_TOKEN, locked_state
 from test_real_migration_write import _canonical, _run_module
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError
 
 NAMESPACE = "app"

@@ -26,7 +26,7 @@ from realcp.plane import NOBODY_TOKEN, locked_state
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator
 
 REPO = Path(__file__).resolve().parents[2]
 MODULE = "kubeupgrade.storage.storage_migration"

@@ -20,9 +20,12 @@ ORDER = (
     # the audit's registered result as the capabilities that take one read it (over the etcd layer's key layout)
     "audit_result",
     # shared files over the API layer: names, RBAC rules, retries, release data and emulation
-    "resources", "rbac", "retries", "profiles", "emulation",
-    # the capabilities
-    "_observe", "_hash", "_audit", "_snapshot", "_remember", "_judge", "_migrate", "_rehearse",
+    "resources", "rbac", "retries", "profiles", "emulation", "verdicts",
+    # observing the apiservers, then rewriting objects through them: the primitives the capabilities share
+    "_observe", "_rewrite",
+    # the capabilities, side by side: none imports another but the records (what the judge reads and the migration
+    # writes); a capability that needs another's result takes it as data
+    "_hash", "_audit", "_snapshot", "_remember", "_judge", "_migrate", "_rehearse",
     # the module shell
     "module",
 )
@@ -79,3 +82,53 @@ def test_no_package_imports_one_above_it():
               for (package, target), sites in sorted(import_sites().items())
               if package in place and target in place and place[target] > place[package]]
     assert upward == [], "imports that go upward:\n" + "\n".join(upward)
+
+
+PRIMITIVES = ("_observe", "_rewrite")
+CAPABILITIES = ("_hash", "_audit", "_snapshot", "_remember", "_judge", "_migrate", "_rehearse")
+# The records are the one capability others import: the judge reads them and the migration writes them.
+SHARED_CAPABILITIES = ("_remember",)
+MAX_FLOORS = 8
+
+
+def floors(imports: dict) -> list:
+    """The longest chain of imports between the packages and shared files, its importing end first (a chain that
+    comes back, a cycle, counts as endless: it ends with its repeated package marked)."""
+    chains = {}
+
+    def chain(package, path):
+        if package in path:
+            return [f"{package} (again: a cycle)"] + ["..."] * MAX_FLOORS
+        if package not in chains:
+            below = [chain(target, path + (package,)) for target in sorted(imports.get(package, ()))]
+            chains[package] = [package] + max(below, key=len, default=[])
+        return chains[package]
+
+    return max((chain(package, ()) for package in sorted(imports)), key=len, default=[])
+
+
+def test_capabilities_stand_side_by_side():
+    crossing = [f"{package} imports {target} ({', '.join(sites)}): take its result as data instead"
+                for (package, target), sites in sorted(import_sites().items())
+                if package in CAPABILITIES and target in CAPABILITIES and target not in SHARED_CAPABILITIES]
+    assert crossing == [], "\n".join(crossing)
+
+
+def test_the_module_shell_imports_no_primitive_and_no_capability():
+    found = sorted(target for target in package_imports()["module"] if target in PRIMITIVES + CAPABILITIES)
+    assert found == [], f"module.py imports {found}: a runner builds what it needs (e.g. _observe/apiserver_io.observer_for)"
+
+
+def test_the_longest_import_chain_has_at_most_8_floors():
+    longest = floors(package_imports())
+    assert len(longest) <= MAX_FLOORS, f"{len(longest)} floors: {' -> '.join(longest)}"
+
+
+def test_the_checks_catch_an_upward_import_and_a_long_chain():
+    """The checks above on a made-up graph: an import from a capability into another, and a ninth floor."""
+    imports = {"_rehearse": {"_migrate"}, "_migrate": {"_judge"}, "_judge": {"_remember"}, "_remember": {"_observe"},
+               "_observe": {"rbac"}, "rbac": {"resources"}, "resources": {"_http"}, "_http": {"_validate"},
+               "_validate": {"errors"}}
+    assert len(floors(imports)) == 10
+    assert floors({"a": {"b"}, "b": set()}) == ["a", "b"]
+    assert len(floors({"a": {"b"}, "b": {"a"}})) > MAX_FLOORS

@@ -5,6 +5,7 @@
 ``steps`` (one resource's verdict), ``findings`` (apiservers and group/versions), ``engine``
 (``judge``), ``report`` (rendering) are pure; ``runner`` does the I/O a module needs.
 
-Layer: a capability over ``_observe`` and ``_remember``, the API layer and the shared files (an audit read with
-``audit_result``); the migration and the rehearsal may import it. The order is tests/unit/test_package_layers.py.
+Layer: a capability over ``_observe`` and ``_remember`` (the records it judges), the API layer and the shared files
+(an audit read with ``audit_result``, the verdicts' words in ``verdicts``); no package imports it: the migration gets
+its verdicts as data (``engine.resource_verdicts``, given by the ``storage_migration`` module). The order is tests/unit/test_package_layers.py.
 """

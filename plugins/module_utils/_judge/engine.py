@@ -46,6 +46,13 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe impor
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records
 
 
+def resource_verdicts(observation, release, crd_manifests, profiles) -> List[dict]:
+    """Each resource's verdict (``resource``, ``verdict``) against a target release and CRD manifests: what
+    ``storage_migration`` with ``select: from_check`` migrates, given to it as data by its module."""
+    judgement = judge(observation, Target(release=release, crd_manifests=crd_manifests), profiles)
+    return [{"resource": v.resource, "verdict": v.verdict} for v in judgement.resources]
+
+
 def judge(observation, target: Target, profiles, options: JudgeOptions = None) -> Judgement:
     """Judge every persisted resource (or ``options.resources``) of ``observation`` against ``target``."""
     options = options or JudgeOptions()

@@ -10,24 +10,22 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Dict, List, Optional
 
-SAFE = "safe"
-NEEDS_MIGRATION = "needs_migration"
-UNKNOWN = "unknown"
-REMOVED = "removed"
-UNSAFE = "unsafe"
-VERDICT_ORDER = (SAFE, NEEDS_MIGRATION, UNKNOWN, REMOVED, UNSAFE)  # worst last
-# Every verdict that is not established safe blocks, unless the operator accepts it by name.
-BLOCKING_BY_DEFAULT = (NEEDS_MIGRATION, UNKNOWN, REMOVED, UNSAFE)
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.verdicts import (  # noqa: F401  the judge's vocabulary
+    BLOCKING_BY_DEFAULT,
+    NEEDS_MIGRATION,
+    REMOVED,
+    SAFE,
+    UNKNOWN,
+    UNSAFE,
+    VERDICT_ORDER,
+    worst_of,
+)
 
 # What a count of stored objects said (ResourceVerdict.objects).
 OBJECTS_NONE = "none"
 OBJECTS_PRESENT = "present"
 OBJECTS_UNDECODABLE = "undecodable"
 OBJECTS_UNCOUNTED = "not counted"
-
-
-def worst_of(verdicts) -> str:
-    return max(verdicts, key=VERDICT_ORDER.index, default=SAFE)
 
 
 @dataclass

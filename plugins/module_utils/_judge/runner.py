@@ -105,7 +105,7 @@ def _unjudged_accepts(accept, judgement) -> Optional[str]:
 
 
 def _observe(module, options: JudgeOptions, profiles):
-    return module.observer(profiles).observe(options.resources, CLUSTER_READS)
+    return observe_mod.observer_for(module, profiles).observe(options.resources, CLUSTER_READS)
 
 
 def judge_observed(module, observation, judging: tuple, count: bool = True):

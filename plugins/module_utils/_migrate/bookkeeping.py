@@ -18,11 +18,12 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import p
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import is_missing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.migrator import MIGRATION_RETRY
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import crd_from_object
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records, storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite.migrator import MIGRATION_RETRY
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite.stored_versions import pruned_meanwhile
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, KubeUpgradeError, MigrationError
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetriedClient, RetryClock
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetriedClient, RetryClock, why_given_up
 
 CRD_PATH = paths.CRD_COLLECTION  # kept importable; requests use paths.crd(name)
 CRD_WAIT = 60.0  # at most this long (and never past the deadline) for a just-installed StorageState CRD
@@ -36,18 +37,13 @@ def bookkeeping_client(client, deadline: Deadline, sleep=None) -> RetriedClient:
     return RetriedClient(client, MIGRATION_RETRY, timing)
 
 
-def _explain(client, error: ApiError) -> str:
-    explain = getattr(client, "explain", None)
-    return explain(error) if explain is not None else "not retried"
-
-
 def crd_or_none(client, name: str) -> Optional[dict]:
     """The CRD named like the resource (None for a built-in): the storedVersions guard compares it after."""
     try:
         return client.get_or_none(paths.crd(name))
     except ApiError as error:
         raise MigrationError(f"Migration of {name} not started: its CustomResourceDefinition could not be read "
-                             f"({_explain(client, error)}): {error}",
+                             f"({why_given_up(client, error)}): {error}",
                              details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
 
 
@@ -58,7 +54,7 @@ def migrated_meanwhile(client, name: str, current_hash: Optional[str], crd: Opti
         obj = client.get_or_none(paths.storage_state(name))
     except ApiError as error:
         raise MigrationError(f"Migration of {name} not started: its StorageState record could not be read again "
-                             f"({_explain(client, error)}): {error}",
+                             f"({why_given_up(client, error)}): {error}",
                              details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
     record = records.record_from_object(obj) if obj is not None else None
     observed = crd_from_object(crd) if crd is not None else None
@@ -107,7 +103,7 @@ def mark_migrated(client, resource: str, current_hash: str) -> str:
                 raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated: "
                                      f"{error}", details={"resource": resource}) from None
         raise MigrationError(f"{resource} was migrated, but its StorageState record could not be updated "
-                             f"({_explain(client, failure)}): {failure}",
+                             f"({why_given_up(client, failure)}): {failure}",
                              details={"resource": resource, "status": failure.status, "endpoint": failure.endpoint})
     return ""  # not reached
 
@@ -120,44 +116,6 @@ def pruned_by_controller(client, crd_at_start: dict) -> bool:
         crd_now = client.get(paths.crd(name))
     except ApiError as error:
         raise MigrationError(f"Objects of {name} were migrated, but its CustomResourceDefinition could not be read again "
-                             f"({_explain(client, error)}): {error}",
+                             f"({why_given_up(client, error)}): {error}",
                              details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
-    return plan.pruned_meanwhile(crd_from_object(crd_at_start), crd_from_object(crd_now))
-
-
-def prune_stored_versions(client, crd_at_start: dict) -> Optional[list]:
-    """CRD ``status.storedVersions := [storage version]`` via ``/status``, guarded like cmctl.
-
-    Returns the value written, or None when nothing had to change. Raises ``MigrationError`` when the CRD
-    changed since the migration started or the value would be invalid (the real /status does not check).
-    """
-    name = (crd_at_start.get("metadata") or {}).get("name")
-    try:
-        return _prune(client, name, crd_at_start)
-    except ApiError as error:
-        raise MigrationError(f"Objects of {name} were migrated, but status.storedVersions was not pruned "
-                             f"({_explain(client, error)}): {error}",
-                             details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
-
-
-def _prune(client, name: str, crd_at_start: dict) -> Optional[list]:
-    crd_now = client.get(paths.crd(name))
-    value, why = plan.stored_versions_value(crd_from_object(crd_at_start), crd_from_object(crd_now))
-    if why:
-        raise MigrationError(f"Objects of {name} were migrated, but status.storedVersions was not pruned: {why}",
-                             details={"resource": name})
-    if list((crd_now.get("status") or {}).get("storedVersions") or []) == value:
-        return None
-    body = dict(crd_now)
-    body["status"] = dict(crd_now.get("status") or {}, storedVersions=value)
-    try:
-        client.put(paths.crd_status(name), body)
-    except ApiError as error:
-        if error.status != 409:
-            raise
-        # Our write may have landed with its answer lost (its retry then conflicts): look before blaming anyone.
-        if list((client.get(paths.crd(name)).get("status") or {}).get("storedVersions") or []) == value:
-            return value
-        raise MigrationError(f"CRD {name} changed while its storedVersions were being pruned; re-run.",
-                             details={"resource": name}) from None
-    return value
+    return pruned_meanwhile(crd_from_object(crd_at_start), crd_from_object(crd_now))

@@ -26,12 +26,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import Target
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import bookkeeping, plan
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.cluster_driver import (
     ClusterMigrator,
     served_migration_apis,
@@ -48,8 +43,12 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progr
 )
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.agreement import compare
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import observe
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crds
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.wait import headline, next_step
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import checkpoint as cp
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import stored_versions_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ConfigurationError,
     DisagreementError,
@@ -72,6 +71,8 @@ class Run:
     mod: object
     params: dict
     deadline: Deadline
+    select: str = "resources"  # the mode ``select`` stands for (plan.resolve_select); the parameter is left as given
+    judge: Optional[Callable] = None  # (observation, release profile, CRD manifests, profiles) -> verdicts, for from_check
     clients: list = field(default_factory=list)
     cluster: object = None
     profiles: object = None
@@ -93,11 +94,10 @@ _MINIMUMS = (("timeout", 1), ("concurrency", 1), ("chunk_size", 1), ("poll_inter
              ("parallel_resources", 1), ("lock_duration", 5))
 
 
-def check_params(params: dict) -> None:
-    """Argument errors AnsibleModule cannot express, found before any request."""
-    select = params["select"]
+def check_params(params: dict, select: str) -> None:
+    """Argument errors AnsibleModule cannot express, found before any request (``select``: the mode it stands for)."""
     if params.get("objects_from_audit") is not None:
-        _check_object_mode(params)
+        _check_object_mode(params, select)
     elif select == plan.RESOURCES and not params["resources"]:
         raise ConfigurationError("Set 'resources' (for example [secrets, widgets.example.com]), or select: "
                                  "from_records or from_check.")
@@ -126,10 +126,10 @@ def check_values(params: dict) -> None:
                                  "give at least 0.01, or 0 for no limit.")
 
 
-def _check_object_mode(params: dict) -> None:
-    if params["select"] != plan.RESOURCES:
+def _check_object_mode(params: dict, select: str) -> None:
+    if select != plan.RESOURCES:
         raise ConfigurationError(f"objects_from_audit chooses what to migrate: it cannot be combined with select: "
-                                 f"{params['select']} (leave select at resources; resources then narrows it).")
+                                 f"{select} (leave select at resources; resources then narrows it).")
     if params["backend"] not in (plan.AUTO, plan.CLIENT):
         raise ConfigurationError(f"objects_from_audit rewrites single objects, which only the client-side migrator can "
                                  f"do: use backend: client (or auto), not {params['backend']}.")
@@ -157,10 +157,10 @@ def _store(mod, params) -> cp.FileStore:
 # -- observe and select ----------------------------------------------------------------------------------------
 
 def _verdicts(run: Run) -> list:
+    """The check's verdict on each resource, from the judge the module gives (the migration does not judge)."""
     params = run.params
     release = run.profiles.get(params["target_release"]) if params.get("target_release") else None
-    judgement = judge(run.observation, Target(release=release, crd_manifests=run.manifests), run.profiles)
-    return [{"resource": v.resource, "verdict": v.verdict} for v in judgement.resources]
+    return run.judge(run.observation, release, run.manifests, run.profiles)
 
 
 def _served(observation) -> set:
@@ -174,9 +174,9 @@ def _select(run: Run):
     records = run.observation.storage_states
     if run.objects is not None:  # measured beats remembered: a record saying [current] does not skip listed objects
         requested, records = list(run.objects.objects), {}
-    given = plan.SelectionInput(mode=params["select"], requested=requested, records=records,
+    given = plan.SelectionInput(mode=run.select, requested=requested, records=records,
                                 crds=run.observation.crds, served=_served(run.observation))
-    if params["select"] == plan.FROM_CHECK:
+    if run.select == plan.FROM_CHECK:
         given.verdicts = _verdicts(run)
     first = plan.select_resources(given)  # which names to compare; the hashes decide idempotence below
     names = first.selected + [s["resource"] for s in first.skipped]
@@ -443,7 +443,7 @@ def _record(run: Run, res: Resource, entry: dict, crd: Optional[dict], controlle
     if controller_finished and bookkeeping.pruned_by_controller(res.books, crd):
         entry["stored_versions_pruned_by"] = plan.CONTROLLER_MANAGER  # one write of storedVersions, the controller's
     elif run.params["prune_crd_stored_versions"]:
-        entry["stored_versions"] = bookkeeping.prune_stored_versions(res.books, crd)
+        entry["stored_versions"] = stored_versions_io.prune_stored_versions(res.books, crd)
         entry["stored_versions_pruned_by"] = plan.MANAGED_BY if entry["stored_versions"] else None
 
 
@@ -519,11 +519,11 @@ def migrate_resource(run: Run, name: str, choice: plan.BackendChoice) -> dict:
 
 # -- the task --------------------------------------------------------------------------------------------------
 
-def _prepare(mod) -> Run:
+def _prepare(mod, select: str, judge: Optional[Callable]) -> Run:
     params = mod.params
-    check_params(params)
+    check_params(params, select)
     deadline = Deadline.after(params["timeout"])
-    run = Run(mod=mod, params=params, deadline=deadline)
+    run = Run(mod=mod, params=params, deadline=deadline, select=select, judge=judge)
     run.store = _store(mod, params)
     run.status = StatusFile(params.get("progress_file"))
     run.stop = StopSignal(params.get("progress_file"))
@@ -578,9 +578,10 @@ def _message(migrations: List[dict], choice: plan.BackendChoice) -> str:
 EMPTY_RESULT = {"migrations": [], "skipped_resources": [], "stale_records": [], "summary": []}
 
 
-def run(mod) -> dict:
+def run(mod, judge: Optional[Callable] = None) -> dict:
     """The module's whole task; returns its result (with ``selected_by``, the mode ``select`` stood for) or raises
-    ``KubeUpgradeError`` with the same keys in details. A ``select`` that selects nothing sends no request."""
+    ``KubeUpgradeError`` with the same keys in details. A ``select`` that selects nothing sends no request. ``judge``
+    gives the check's verdicts for ``from_check`` (the module passes the judge's; the migration imports no check)."""
     params = mod.params
     check_values(params)
     mode, why = plan.resolve_select(params["select"], bool(params["resources"]), params.get("objects_from_audit") is not None,
@@ -588,14 +589,15 @@ def run(mod) -> dict:
     if mode == plan.SELECTED_NONE:
         return {"changed": False, "migrations": [], "skipped_resources": [], "stale_records": [], "summary": [],
                 "selected_by": mode, "msg": why}
-    params["select"] = mode
-    result = _run(mod)
+    if mode == plan.FROM_CHECK and judge is None:
+        raise ConfigurationError("select: from_check needs the check's judge, which this caller did not give")
+    result = _run(mod, mode, judge)
     result["selected_by"] = mode
     return result
 
 
-def _run(mod) -> dict:
-    run_ = _prepare(mod)
+def _run(mod, select: str, judge: Optional[Callable]) -> dict:
+    run_ = _prepare(mod, select, judge)
     if run_.objects is not None and not run_.objects.objects:
         return {"changed": False, "migrations": [], "skipped_resources": run_.objects.skipped, "summary": [],
                 "stale_records": [], "msg": "Nothing to migrate: the audit lists no object stored in a version its "

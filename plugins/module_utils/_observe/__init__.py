@@ -9,6 +9,6 @@ Whether all apiservers report the same storage versions (a migration may only ru
 compares one observation and ``roll`` says where a rolling upgrade stands (pure); ``wait`` polls until enough
 consecutive observations agree; ``agreement_runner`` is what ``storage_version_agreement`` calls.
 
-Layer: the lowest capability, the apiservers as every other capability sees them, over the API layer and the shared
-files; it imports no other capability. The order is tests/unit/test_package_layers.py.
+Layer: a primitive below every capability, the apiservers as each of them sees them (``apiserver_io.observer_for``
+is how a module's runner observes), over the API layer and the shared files; it imports no capability. The order is tests/unit/test_package_layers.py.
 """

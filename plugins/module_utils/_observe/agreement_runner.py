@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.wait import AgreementWait, result_fields, wait_for_agreement
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import check_accept, check_at_least
 
@@ -14,7 +15,7 @@ def run(module) -> dict:
     check_accept(params["accept"])
     check_at_least("interval", params["interval"], 0)
     check_at_least("timeout", params["timeout"], 0)  # 0: one observation, no waiting
-    observer = module.observer()
+    observer = apiserver_io.observer_for(module)
     last = {}
 
     def remember(_polls, _agreement, observation):

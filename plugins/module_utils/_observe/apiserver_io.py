@@ -36,6 +36,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
     KubeUpgradeError,
     is_decode_failure,
 )
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryPolicy, call_with_retries
 
@@ -191,6 +192,12 @@ class _Started:
     documents: Optional[list] = None  # [(group, version, path, future, listed)]; None when the endpoint failed
     served: set = field(default_factory=set)  # (group, version) pairs /apis lists
     failed: Dict[str, tuple] = field(default_factory=dict)  # group/version -> (path, error) of a failed document
+
+
+def observer_for(module, profiles=None) -> Observer:
+    """The ``Observer`` of every apiserver in a module's ``endpoints`` (cluster-wide reads through its connection's
+    host), with ``profiles`` (default: the shipped release profiles): the one way a module's runner observes them."""
+    return Observer(module.endpoint_clients(), load_profiles() if profiles is None else profiles, module.client())
 
 
 class Observer:

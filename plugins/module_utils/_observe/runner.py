@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import expectation, roll
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io, expectation, roll
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.apiserver_io import INCLUDE_CHOICES
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.wait import observation_agreement, resource_table
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._validate import release_hint
@@ -79,7 +79,7 @@ def run(module) -> dict:
     if emulated and not release:
         raise ConfigurationError("expect_emulated_release: give expect_release too - the binary's release, which runs "
                                  "at the emulated one")
-    observation = module.observer(profiles).observe(params["resources"] or None, params["include"])
+    observation = apiserver_io.observer_for(module, profiles).observe(params["resources"] or None, params["include"])
     result = info_result(observation, params["resources"], params["include"])
     result["as_expected"], result["expectation_msg"] = expectation.expected(
         observation.endpoints, ready=params.get("expect_ready", False), release=release, emulated=emulated)

@@ -5,7 +5,8 @@
 lives in a scratch etcd of the etcd layer (``_etcd/scratch.py``); ``reader.py`` reads through the rehearsed apiserver;
 ``runner.py`` is what ``storage_rehearsal`` calls.
 
-Layer: the top capability, over the etcd layer (the copy and its scratch etcd, the key layout), ``_migrate`` (the plan on the copy),
-``_judge`` (verdicts), ``_observe`` and the API layer; no package imports it. The order
+Layer: a capability over the etcd layer (the copy and its scratch etcd, the key layout), ``_rewrite`` (the plan
+migrated on the copy with the client migrator ``storage_migration`` runs), ``verdicts`` (the words), ``_observe`` and
+the API layer; it imports no other capability, and no package imports it. The order
 is tests/unit/test_package_layers.py.
 """

@@ -14,9 +14,9 @@ from typing import Dict
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import bookkeeping
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.migrator import ClientMigrator, ClientOptions, ResourceTarget
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import reader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import stored_versions_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite.migrator import ClientMigrator, ClientOptions, ResourceTarget
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
@@ -36,7 +36,7 @@ def migrate_all(client, stored: reader.StoredKeys, served: reader.Served, timeou
         target = ResourceTarget(GroupResource(group, name.split(".", 1)[0]), version, namespaced, kind=served.kinds.get(name, ""))
         try:
             progress = ClientMigrator(client, target, ClientOptions()).configure(deadline=deadline).run()
-            pruned = bookkeeping.prune_stored_versions(client, crd) if crd is not None and progress.failed == 0 else None
+            pruned = stored_versions_io.prune_stored_versions(client, crd) if crd is not None and progress.failed == 0 else None
             outcome[name] = {"migrated": progress.objects_migrated, "failed": progress.failed, "error": None,
                              "pruned_stored_versions": pruned, "seconds": round(time.monotonic() - started, 2)}
         except (MigrationError, ApiError) as error:

@@ -20,8 +20,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Dict, Iterable, List, Optional
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, SAFE, UNKNOWN, UNSAFE, VERDICT_ORDER, worst_of
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import KubeUpgradeError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.verdicts import REMOVED, SAFE, UNKNOWN, UNSAFE, VERDICT_ORDER, worst_of
 
 
 class RehearsalError(KubeUpgradeError):

@@ -21,13 +21,13 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import p
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import REMOVED, UNKNOWN, UNSAFE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crd_objects
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import backups, binaries, migrate_copy, model, reader
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.apiserver import TargetApiserver
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse.model import RehearsalError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.verdicts import REMOVED, UNKNOWN, UNSAFE
 
 try:
     import yaml

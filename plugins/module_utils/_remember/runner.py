@@ -8,6 +8,7 @@ from typing import Optional
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils import resources as names
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import apiserver_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records, storage_state_io
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
@@ -72,7 +73,7 @@ def run(module) -> dict:
     wanted = None if params["state"] == "absent" else params["resources"] or None
 
     def observe_now():
-        return module.observer(profiles).observe(wanted, include=("leases",) if params["state"] == "present" else ())
+        return apiserver_io.observer_for(module, profiles).observe(wanted, include=("leases",) if params["state"] == "present" else ())
 
     observation = observe_now()
     if not any(e.reachable for e in observation.endpoints):

@@ -17,8 +17,8 @@ from test_migrate_migrator import ENDPOINT, FAST, TARGET, FakeApiserver, _resp, 
 from test_migrate_objects import ObjectApiserver
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiResponse
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, MigrationError
 
 IMMUTABLE_CAUSE = {"reason": "FieldValueInvalid", "field": "data",

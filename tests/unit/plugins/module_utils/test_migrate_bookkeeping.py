@@ -13,10 +13,11 @@ from kube_fakes import FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiResponse
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import bookkeeping
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.lease import LEASES_PATH, ResourceLease
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import stored_versions_io
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     EndpointUnreachable,
@@ -347,7 +348,7 @@ def test_a_pruned_crd_whose_answer_was_lost_is_not_blamed_on_someone_else():
     store.put_object(CRD, crd_object())
     at_start = copy.deepcopy(store.objects[CRD])
     store.fault("PUT", f"{CRD}/status", dropped, after=True)
-    assert bookkeeping.prune_stored_versions(books(store, fake), at_start) == ["v1"]
+    assert stored_versions_io.prune_stored_versions(books(store, fake), at_start) == ["v1"]
     assert store.objects[CRD]["status"]["storedVersions"] == ["v1"]
 
 

@@ -9,9 +9,9 @@ from kube_fakes import FakeClock
 from test_migrate_migrator import ENDPOINT, MODE, FakeApiserver, W, api_error, migrator
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.progress import StatusFile
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.retries import RetryPolicy
 
 NOSPACE = "etcdserver: mvcc: database space exceeded"

@@ -15,9 +15,9 @@ import pytest
 from kube_fakes import FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiResponse
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import (
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import checkpoint as cp
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite.ratelimit import (
     Deadline,
     DeadlineExceeded,
     RateLimiter,

@@ -6,8 +6,8 @@ import copy
 import pytest
 from test_migrate_migrator import ENDPOINT, FAST, TARGET, FakeApiserver, _resp, api_error
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.hashing import storage_version_hash
 

@@ -13,9 +13,9 @@ from test_migrate_bookkeeping import ENDPOINT, LEASE, WIDGETS, Store, acquired, 
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import lease as lease_mod
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import migrator as mig
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import progress
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import Deadline
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator as mig
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite.ratelimit import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, EndpointUnreachable, MigrationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_migration
@@ -76,7 +76,7 @@ def test_a_renewal_gives_up_when_the_lease_would_expire_and_says_what_did_not_an
 
 
 def test_the_default_lock_outlasts_the_migrations_retry_budget():
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.migrator import MIGRATION_RETRY
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite.migrator import MIGRATION_RETRY
     assert lease_mod.DEFAULT_DURATION >= MIGRATION_RETRY.budget
     assert storage_migration.argument_spec()["lock_duration"]["default"] == lease_mod.DEFAULT_DURATION
     assert lease_mod.ResourceLease(Store(), WIDGETS, "run-a@host").duration == lease_mod.DEFAULT_DURATION

@@ -9,6 +9,7 @@ import pytest
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, progress
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.crds import crd_from_object
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import StorageStateRecord
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import stored_versions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
 
 RECORDED = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "real-apiserver-1.32")
@@ -232,7 +233,7 @@ def _crd(storage="v1", generation=2, versions=("v1alpha1", "v1"), name="widgets.
     (_crd(), _crd(generation=3), None, "generation 2 -> 3"),
 ])
 def test_stored_versions_value_guards(start, now, value, error):
-    got, why = plan.stored_versions_value(crd_from_object(start), crd_from_object(now))
+    got, why = stored_versions.stored_versions_value(crd_from_object(start), crd_from_object(now))
     assert got == value
     if error:
         assert error in why
@@ -243,7 +244,7 @@ def test_stored_versions_value_guards(start, now, value, error):
 def test_stored_versions_value_from_recorded_crd():
     crd = recorded_body("crd/09-get-crd-storedVersions-v1alpha1-v1.json")
     assert crd["status"]["storedVersions"] == ["v1alpha1", "v1"]
-    assert plan.stored_versions_value(crd_from_object(crd), crd_from_object(crd)) == (["v1"], None)
+    assert stored_versions.stored_versions_value(crd_from_object(crd), crd_from_object(crd)) == (["v1"], None)
 
 
 def test_the_summary_shows_what_moved_and_counts_what_was_skipped_for_one_reason():

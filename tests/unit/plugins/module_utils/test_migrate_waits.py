@@ -8,9 +8,10 @@ import pytest
 from kube_fakes import FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_until
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, ratelimit, runner
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.cluster_driver import ClusterMigrator
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.agreement import Agreement
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import ratelimit
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import DisagreementError, MigrationError
 
 HASH = "qFsyl6wFWjQ="

@@ -60,8 +60,8 @@ from typing import Callable, List, Optional
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import is_missing, none_if_missing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, DeadlineExceeded
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import checkpoint as cp
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate.ratelimit import RateLimiter
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import checkpoint as cp
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite.ratelimit import RateLimiter
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
     ApiError,
     EndpointUnreachable,
