@@ -340,3 +340,14 @@ def test_imports_inside_the_collection_use_the_full_path():
                         and module.startswith("ansible_collections.kubeupgrade")):
                     wrong.append(f"{path.relative_to(REPO)}:{node.lineno} {module}")
     assert wrong == [], f"collection imports not by the full ansible_collections.kubeupgrade.storage.plugins path: {wrong}"
+
+
+def test_only_the_engine_decides_what_blocks():
+    """docs/architecture.md: `_judge/engine.py` is the only place that decides what blocks (check mode included)."""
+    deciding = []
+    for path in sorted(PLUGINS.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AugAssign) else []
+            if any(isinstance(t, ast.Attribute) and t.attr == "blocking" for t in targets):
+                deciding.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert deciding and all(place.startswith("plugins/module_utils/_judge/engine.py:") for place in deciding), deciding

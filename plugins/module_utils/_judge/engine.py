@@ -70,13 +70,16 @@ def judge(observation, target: Target, profiles, options: JudgeOptions = None) -
                 + findings_mod.nothing_judged(observation, options.audit, options.offline))
     rehearsed.apply(results, options.rehearsal, options.resources)
     _apply_accept(results, findings, options)
+    held = _hold_in_check_mode(results, options)
     counts = {verdict: 0 for verdict in VERDICT_ORDER}
     for result in results:
         counts[result.verdict] += 1
     worst = worst_of([r.verdict for r in results] + [f.verdict for f in findings])
     return Judgement(resources=results, counts=counts, worst=worst, findings=findings,
-                     not_stored=findings_mod.not_stored(observation), skipped=skipped, notes=list(options.notes or []),
-                     offline=options.offline)
+                     not_stored=findings_mod.not_stored(observation), skipped=skipped,
+                     notes=list(options.notes or []) + _held_note(held), offline=options.offline,
+                     held=[{"subject": r.resource, "scope": "resource", "verdict": r.verdict, "reason": r.reason,
+                            "next_step": r.next_step} for r in held])
 
 
 def _names(observation, resources) -> List[str]:
@@ -174,6 +177,23 @@ def _with_count(decision, count, case):
 def needs_count(verdict: ResourceVerdict) -> bool:
     """Verdicts that ask the operator to act, and unknown ones: a count of stored objects may settle them."""
     return verdict.verdict in (NEEDS_MIGRATION, UNKNOWN, REMOVED, UNSAFE)
+
+
+def _hold_in_check_mode(results, options) -> List[ResourceVerdict]:
+    """Unblock the verdicts ``options.held_in_check_mode`` names (check mode after the play's skipped changes): the
+    last word on what blocks, after ``accept``; returns them."""
+    held = [r for r in results if r.blocking and r.verdict in options.held_in_check_mode]
+    for verdict in held:
+        verdict.blocking = False
+    return held
+
+
+def _held_note(held) -> List[str]:
+    if not held:
+        return []
+    shown = ", ".join(f"{r.resource} ({r.verdict})" for r in held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
+    return [f"Check mode: {len(held)} verdict(s) that would block are reported, not blocking, since check mode skips "
+            f"the migration and record writes that would settle them: {shown}."]
 
 
 def _apply_accept(results, findings, options) -> None:

@@ -21,6 +21,10 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.verdicts impor
     worst_of,
 )
 
+# What check mode after a play's skipped changes reports without blocking: what a skipped migration would settle.
+# Apiservers not read, unsafe and removed block as in a real run.
+CHECK_MODE_REPORTED = (NEEDS_MIGRATION, UNKNOWN)
+
 # What a count of stored objects said (ResourceVerdict.objects).
 OBJECTS_NONE = "none"
 OBJECTS_PRESENT = "present"
@@ -57,6 +61,9 @@ class JudgeOptions:
     # resources judged are those the audit found. ``notes``: what the judgement rests on and leaves out (reported).
     offline: bool = False
     notes: Optional[List[str]] = None
+    # Check mode after earlier changes of the play, which it skipped: these verdicts are reported and do not block,
+    # since the skipped migration and record writes would settle them (``CHECK_MODE_REPORTED``); () otherwise.
+    held_in_check_mode: tuple = ()
 
 
 @dataclass
@@ -113,6 +120,7 @@ class Judgement:
     skipped: List[dict] = field(default_factory=list)  # records of resources nothing serves any more
     notes: List[str] = field(default_factory=list)  # what the judgement rests on and leaves out (offline)
     offline: bool = False  # judged with no live apiserver (from an etcd audit and release data)
+    held: List[dict] = field(default_factory=list)  # verdicts that would block, held in check mode (shape of blocking)
 
     @property
     def blocking(self) -> List[dict]:

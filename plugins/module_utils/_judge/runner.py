@@ -21,6 +21,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import d
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import decisions, measured, offline, rehearsed, report, timeline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import judge, needs_count
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.model import (
+    CHECK_MODE_REPORTED,
     NEEDS_MIGRATION,
     REMOVED,
     SAFE,
@@ -45,7 +46,6 @@ DEFAULT_FAIL_ON = [v for v in VERDICT_CHOICES if v != SAFE]  # every verdict not
 # Check mode migrates nothing and writes no record, so a resource verdict those writes would settle is reported, not
 # blocking: a dry run of a play whose gates follow its migration shows the whole run instead of stopping on what the
 # migration fixes. Everything else (unsafe, removed, an apiserver or group/version not read) blocks as it would.
-CHECK_MODE_REPORTED = (NEEDS_MIGRATION, UNKNOWN)
 CLUSTER_READS = ("crds", "storage_states", "storage_versions", "leases")
 
 
@@ -181,10 +181,12 @@ def run(module) -> dict:
         refreshed, observation = storage_state_io.refresh_before_use(
             module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
     target = Target(release=release, live=inputs.live, crd_manifests=inputs.manifests)
+    held = module.check_mode and params.get("check_mode_after_changes")
+    options.held_in_check_mode = CHECK_MODE_REPORTED if held else ()
     judgement = judge_observed(module, observation, (options, target, profiles), count=params.get("count_objects", True))
     # In check mode only after earlier changes of the play: this task's own record refresh settles nothing a real run
     # would not block on (a new record says Unknown), so a dry run of a gate fails when the gate would.
-    would_block = hold_for_check_mode(judgement) if module.check_mode and params.get("check_mode_after_changes") else None
+    would_block = judgement.held if held else None
     if options.resources:
         _check_names(params, observation, profiles, inputs.manifests)
     seen = observed if options.offline else observation  # what the apiservers said (None: none was asked)
@@ -260,21 +262,6 @@ def _warn(module, judgement, seen) -> None:
         shown = ", ".join((params["audit"].get("outside_layout_keys") or [])[:3])
         module.warn(f"the audit found {outside} key(s) outside the apiserver's key layout, judged for no resource"
                     + (f" (first: {shown})" if shown else "") + ": look at them with etcdctl get before the upgrade")
-
-
-def hold_for_check_mode(judgement) -> list:
-    """In check mode after earlier changes of the play that it skipped, unblock the resource verdicts in
-    ``CHECK_MODE_REPORTED`` (the one place that decides what a skipped migration would settle) and say so in the
-    notes; returns them, in the shape of ``blocking``. Apiservers not read, unsafe and removed block as in a real run."""
-    held = [r for r in judgement.resources if r.blocking and r.verdict in CHECK_MODE_REPORTED]
-    for verdict in held:
-        verdict.blocking = False
-    if held:
-        shown = ", ".join(f"{r.resource} ({r.verdict})" for r in held[:5]) + (f" and {len(held) - 5} more" if len(held) > 5 else "")
-        judgement.notes.append(f"Check mode: {len(held)} verdict(s) that would block are reported, not blocking, since check "
-                               f"mode skips the migration and record writes that would settle them: {shown}.")
-    return [{"subject": r.resource, "scope": "resource", "verdict": r.verdict, "reason": r.reason, "next_step": r.next_step}
-            for r in held]
 
 
 def _offline(options: JudgeOptions, profiles, running, unreachable=()):
