@@ -44,11 +44,10 @@ def _persisted(item) -> list:
 
 def render_markdown(judgement, title: str = "") -> str:
     """A report an operator can read in a ticket or a PR comment: the decision, then what is not safe (worst first,
-    with the reason and the next step), then the safe resources in one compact table."""
+    with the reason and the next step), then what the judgement rests on (its notes), then the safe resources in one
+    compact table."""
     lines = [f"# {title}", ""] if title else []
     lines += [f"**{_headline(judgement)}**", ""]
-    if judgement.notes:
-        lines += [f"> {note}" for note in judgement.notes] + [""]
     if judgement.findings:
         lines += ["| apiserver or group/version | verdict | gate | reason | next step |", "| --- | --- | --- | --- | --- |"]
         lines += ["| " + " | ".join(_cell(v) for v in (f.subject, f.verdict, _status(f), f.reason, f.next_step)) + " |"
@@ -68,6 +67,8 @@ def render_markdown(judgement, title: str = "") -> str:
                 item.target_storage_version, item.target_decodable_versions, item.reason, item.next_step)) + " |")
     elif judgement.resources:
         lines.append("Every resource is safe: every version persisted is one the target reads.")
+    if judgement.notes:  # what the judgement rests on: after what blocks, which leads
+        lines += [""] + [f"> {note}" for note in judgement.notes]
     if safe:
         lines += ["", f"**Safe ({len(safe)})**: nothing to do for these.", "",
                   "| resource | objects | persisted | current | target storage |", "| --- | --- | --- | --- | --- |"]

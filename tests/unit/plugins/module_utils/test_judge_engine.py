@@ -540,6 +540,17 @@ def test_rendering_lists_every_resource_worst_first():
     assert json.loads(json.dumps(result.to_dict()))["resources"][0]["resource"]
 
 
+def test_what_blocks_comes_before_what_the_judgement_rests_on():
+    observation = real_cluster()
+    observation.storage_states.pop("pods")
+    result = judge(observation, Target(release=PROFILES.get("1.35")), PROFILES, now=NOW)
+    result.notes = ["Rehearsed with the target binary on a copy of etcd.", "Judged against release data for 1.35."]
+    lines = report.render_markdown(result, title="Storage pre-flight").splitlines()
+    first_ten = "\n".join(lines[:10])
+    assert "gate blocks (2)" in lines[2] and f"| {SVM} | unsafe" in first_ten and "| pods | unknown | BLOCKS" in first_ten
+    assert lines.index("> " + result.notes[0]) > max(i for i, line in enumerate(lines) if "BLOCKS" in line)
+
+
 def test_resources_filter_and_unknown_name():
     result = judge(real_cluster(), Target(release=PROFILES.get("1.32")), PROFILES, resources=["pods", "gizmos.example.org"], now=NOW)
     assert [r.resource for r in result.resources] == ["pods", "gizmos.example.org"]
