@@ -29,7 +29,7 @@ description:
     them without a run, check that no rehearsal or snapshot runs on the host and delete
     C(<work_dir>/kubeupgrade-rehearsal-*)."
   - "What it costs: disk for the copy (about twice the etcd database size), memory for the scratch etcd and apiserver
-    (about 768 MiB plus three times the data), checked before anything starts. On 2 cores a 1.32 apiserver is ready in
+    (about 768 MiB plus four times the data), checked before anything starts. On 2 cores a 1.32 apiserver is ready in
     4-20 s."
   - "On a kubeadm or kubespray control-plane host the storage flags and the etcd connection are read from the static
     pod manifest O(apiserver_manifest) by default: C(--encryption-provider-config), C(--runtime-config),

@@ -244,6 +244,14 @@ def test_not_enough_disk_is_said_with_what_it_needs(tmp_path, monkeypatch):
         runner.check_room(100 << 20, str(tmp_path))
 
 
+def test_not_enough_memory_is_said_with_what_it_needs(tmp_path, monkeypatch):
+    """The scratch etcd peaks at about four times the data (measured at 1,000,000 keys), plus the target apiserver."""
+    monkeypatch.setattr(runner, "_available_memory", lambda: 2048 << 20)
+    with pytest.raises(RehearsalError, match=r"has 2048 MiB of memory available; a rehearsal on 400 MiB of data needs about 2368 MiB"):
+        runner.check_room(400 << 20, str(tmp_path))
+    assert runner.check_room(300 << 20, str(tmp_path))["memory_needed"] == (4 * 300 + 768) << 20
+
+
 def test_a_killed_run_is_cleaned_up_by_the_next_one(any_plane, tmp_path):
     """SIGKILL of the process running the rehearsal: its children die with it, the next run of any module removes its
     directory (the copy) from that module's temporary directory."""
