@@ -458,7 +458,7 @@ def rehearse(plan_: Plan, warn=None) -> dict:
     workspace = scratch.Workspace(plan_.work_dir)
     try:
         etcd = scratch.ScratchEtcd(workspace, plan_.etcd_binary, plan_.etcd_version)
-        source, stored = _copied(plan_, etcd)
+        source, stored = _copied(plan_, etcd, size)
         clock["copied"] = time.monotonic()
         planned = _rehearse_plan(workspace, etcd, stored, plan_) if plan_.current else None
         apiserver, started = _started(workspace, etcd, plan_)
@@ -489,11 +489,13 @@ def rehearse(plan_: Plan, warn=None) -> dict:
     return result
 
 
-def _copied(plan_: Plan, etcd) -> tuple:
-    """The copy in the scratch etcd: where it came from, and the keys it holds by resource (none is an error)."""
+def _copied(plan_: Plan, etcd, size: int) -> tuple:
+    """The copy in the scratch etcd: where it came from, and the keys it holds by resource (none is an error);
+    ``size``: the data's, as the room was checked for it."""
     source = _copy(plan_, etcd)
     scan = EtcdReader(EtcdSettings(endpoints=[etcd.url]))
     stored = reader.stored_keys(scan.scan(ScanOptions(prefix=plan_.prefix, page_size=1000, keys_only=True)), plan_.prefix)
+    stored.data_bytes = size or 0
     source.update(revision=source.get("revision") or scan.revision, keys=stored.keys)
     if not stored.keys:
         raise RehearsalError(f"the copy has no key under {plan_.prefix}: nothing to rehearse on; check etcd_prefix "
