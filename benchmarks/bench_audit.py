@@ -53,6 +53,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "collections"))
+sys.path.insert(0, os.path.join(REPO, "tests", "simulator"))
 sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "audit"))
 
 from _common import ETCDCTL_TIMEOUT, cpu_seconds, peak_kib  # noqa: E402
