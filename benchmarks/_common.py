@@ -3,7 +3,8 @@
 process (``<script> --child ...``, its answer the last JSON line it prints), Ansible's environment for the collection
 of this checkout, and the memory and CPU readings from /proc with the thread that samples them.
 
-Imported as ``_common`` by the scripts of this directory (``python benchmarks/bench_x.py`` puts it on ``sys.path``).
+Imported as ``_common`` by the scripts of this directory (``python benchmarks/bench_x.py`` puts it on ``sys.path``),
+first: ``on_path`` then puts what else the script imports (the collection, the tests' helpers) on ``sys.path``.
 Not a benchmark: it measures nothing by itself.
 """
 
@@ -17,8 +18,18 @@ import threading
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+AUDIT_VALUES = "tests/unit/plugins/module_utils/audit"  # audit_values: etcd values as a kube-apiserver writes them
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+# --- what a benchmark imports ------------------------------------------------------------------------------------
+
+
+def on_path(*parts):
+    """Put these directories of the repository (``"collections"``, ``"tests/simulator"``...) first on ``sys.path``, the
+    first named first: the collection of this checkout and the tests' helpers that a benchmark imports."""
+    sys.path[:0] = [os.path.join(REPO, *part.split("/")) for part in parts]
 
 
 # --- running a module, or a child of a benchmark ----------------------------------------------------------------

@@ -95,12 +95,9 @@ import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "simulator"))
+from _common import ETCDCTL_TIMEOUT, HERE, REPO, PeakRss, Sampler, cmdline, cpu_seconds, on_path, status_kib
 
-from _common import ETCDCTL_TIMEOUT, PeakRss, Sampler, cmdline, cpu_seconds, status_kib  # noqa: E402
+on_path("tests/simulator")
 from apisim import k8s_protobuf  # noqa: E402
 
 MARKER = "kubeupgrade-rehearsal-"  # scratch.PREFIX: the workspace directory every started process names
@@ -532,7 +529,7 @@ def plane_flags(plane):
 
 
 def run_all(args, workdir, env, results):
-    sys.path.insert(0, os.path.join(REPO, "tests"))
+    on_path("tests")
     from realcp.plane import ControlPlane, binary
 
     target = args.target_binary or binary(TARGET_RELEASE)

@@ -106,15 +106,10 @@ import threading
 import time
 from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "collections"))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tests"))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+from _common import HERE, REPO, on_path, run_module, run_parallel
+from bench_real_apiserver import Connections
 
-from _common import run_module, run_parallel  # noqa: E402
-from bench_real_apiserver import Connections  # noqa: E402
+on_path("tests/integration", "tests", "collections")
 
 RELEASE, ETCD = "1.36", "3.5"
 SEED_THREADS = 8
