@@ -85,7 +85,6 @@ import json
 import os
 import resource
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -99,6 +98,7 @@ from _common import ETCDCTL_TIMEOUT, HERE, REPO, PeakRss, Sampler, cmdline, cpu_
 
 on_path("tests/simulator")
 from apisim import k8s_protobuf  # noqa: E402
+from apisim.harness import stop_process  # noqa: E402
 
 MARKER = "kubeupgrade-rehearsal-"  # scratch.PREFIX: the workspace directory every started process names
 SOURCE_RELEASE, TARGET_RELEASE = "1.32", "1.33"
@@ -478,13 +478,7 @@ def run_child(kind, params, env, marker=None):
         else:
             stdout, stderr = process.communicate()
     finally:
-        if process.poll() is None:  # interrupted: SIGTERM makes the rehearsal stop and remove what it started
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process, timeout=60)  # interrupted: SIGTERM makes the rehearsal stop and remove what it started
     if process.returncode:
         raise RuntimeError(f"{kind} child exited {process.returncode}:\n{stderr[-3000:]}\n{stdout[-2000:]}")
     answer = json.loads(stdout.strip().splitlines()[-1])
