@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -218,6 +219,15 @@ class TreeRss(Sampler):
     @property
     def peak_mib(self):
         return self.peak_kib / 1024.0 if self.samples else None
+
+
+def wait_for(condition, what, timeout=120.0):
+    """Until ``condition()`` is true, asked every 0.3 s; RuntimeError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.3)
 
 
 def run_parallel(count, work, threads):

@@ -106,7 +106,7 @@ import threading
 import time
 from pathlib import Path
 
-from _common import HERE, REPO, on_path, run_module, run_parallel
+from _common import HERE, REPO, on_path, run_module, run_parallel, wait_for
 from bench_real_apiserver import Connections
 
 on_path("tests/integration", "tests", "collections")
@@ -172,14 +172,6 @@ def list_all(conns, path):
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return items
-
-
-def wait_for(condition, what, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.3)
 
 
 def served(plane, index, path):
