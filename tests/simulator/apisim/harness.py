@@ -184,6 +184,10 @@ class ControlPlane:
     def endpoints(self):
         return list(self.state["endpoints"])
 
+    def module_args(self, **extra):
+        """A collection module's arguments for this plane (its kubeconfig and every apiserver), plus ``extra``."""
+        return {"kubeconfig": self.kubeconfig, "endpoints": self.endpoints, **extra}
+
     @property
     def front(self):
         return self.state["front"]
