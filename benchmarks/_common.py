@@ -3,7 +3,8 @@
 process (``<script> --child ...``, its answer the last JSON line it prints), Ansible's environment for the collection
 of this checkout, and the memory and CPU readings from /proc with the thread that samples them.
 
-Imported as ``_common`` by the scripts of this directory (``python benchmarks/bench_x.py`` puts it on ``sys.path``).
+Imported as ``_common`` by the scripts of this directory (``python benchmarks/bench_x.py`` puts it on ``sys.path``),
+first: ``on_path`` then puts what else the script imports (the collection, the tests' helpers) on ``sys.path``.
 Not a benchmark: it measures nothing by itself.
 """
 
@@ -14,11 +15,22 @@ import os
 import subprocess
 import sys
 import threading
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+AUDIT_VALUES = "tests/unit/plugins/module_utils/audit"  # audit_values: etcd values as a kube-apiserver writes them
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 PAGE_KIB = os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+# --- what a benchmark imports ------------------------------------------------------------------------------------
+
+
+def on_path(*parts):
+    """Put these directories of the repository (``"collections"``, ``"tests/simulator"``...) first on ``sys.path``, the
+    first named first: the collection of this checkout and the tests' helpers that a benchmark imports."""
+    sys.path[:0] = [os.path.join(REPO, *part.split("/")) for part in parts]
 
 
 # --- running a module, or a child of a benchmark ----------------------------------------------------------------
@@ -207,6 +219,15 @@ class TreeRss(Sampler):
     @property
     def peak_mib(self):
         return self.peak_kib / 1024.0 if self.samples else None
+
+
+def wait_for(condition, what, timeout=120.0):
+    """Until ``condition()`` is true, asked every 0.3 s; RuntimeError naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.3)
 
 
 def run_parallel(count, work, threads):

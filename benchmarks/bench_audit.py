@@ -49,13 +49,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests"))
-sys.path.insert(0, os.path.join(REPO, "collections"))
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "audit"))
+from _common import AUDIT_VALUES, ETCDCTL_TIMEOUT, HERE, REPO, cpu_seconds, on_path, peak_kib
 
-from _common import ETCDCTL_TIMEOUT, cpu_seconds, peak_kib  # noqa: E402
+on_path(AUDIT_VALUES, "tests/simulator", "collections", "tests")
 
 PREFIX = "/registry/"
 # The module's interpreter in the e2e rows: runs the module in its own process, then notes that process's peak RSS

@@ -21,16 +21,12 @@ Not a test: nothing is asserted.
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "simulator"))
-sys.path.insert(0, os.path.join(REPO, "collections"))
+from _common import on_path, run_module
 
-from _common import run_module  # noqa: E402
+on_path("collections", "tests/simulator")
 
 VARIANTS = (("intree", {"backend": "intree"}), ("defaults", {}))
 

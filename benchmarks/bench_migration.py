@@ -19,17 +19,13 @@ Not a test: nothing is asserted.
 import argparse
 import json
 import os
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests", "simulator"))
-sys.path.insert(0, os.path.join(REPO, "collections"))
+from _common import REPO, PeakRss, on_path, run_child
 
-from _common import PeakRss, run_child  # noqa: E402
+on_path("collections", "tests/simulator")
 
 LIST_PATH = "/api/v1/namespaces/bulk/configmaps"
 

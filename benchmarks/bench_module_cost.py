@@ -100,13 +100,9 @@ import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "tests"))
-sys.path.insert(0, os.path.join(REPO, "tests", "simulator"))
-sys.path.insert(0, os.path.join(REPO, "tests", "unit", "plugins", "module_utils", "audit"))
+from _common import AUDIT_VALUES, HERE, REPO, ansible_env, on_path
 
-from _common import ansible_env  # noqa: E402
+on_path(AUDIT_VALUES, "tests/simulator", "tests")
 
 ROWS = ["debug", "ping", "hash", "info", "audit"]
 COLLECTION_ROWS = ("hash", "info", "audit")

@@ -160,15 +160,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "collections"))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tests"))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+from _common import HERE, REPO, TreeRss, ansible_env, cpu_seconds, on_path, rss_kib, run_child, run_module, run_parallel, wait_for
+from bench_real_apiserver import Connections
 
-from _common import TreeRss, ansible_env, cpu_seconds, rss_kib, run_child, run_module, run_parallel  # noqa: E402
-from bench_real_apiserver import Connections  # noqa: E402
+on_path("tests/integration", "tests", "collections")
 
 FROM, TO, ETCD = "1.35", "1.36", "3.5"
 SEED_THREADS = 8
@@ -310,14 +305,6 @@ def gizmos_crd(storage):
     return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": CRD_NAME},
             "spec": {"group": CRD_GROUP, "scope": "Namespaced", "versions": versions,
                      "names": {"plural": CRD_PLURAL, "singular": "gizmo", "kind": "Gizmo", "listKind": "GizmoList"}}}
-
-
-def wait_for(condition, what, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.3)
 
 
 def seed(plane, args):

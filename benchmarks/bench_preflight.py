@@ -3,16 +3,13 @@
 simulator's admin stats), wall time, and the ratio against a naive sequential fetch of every group/version
 one request at a time. Not a test: it prints a table. Run: python benchmarks/bench_preflight.py"""
 
-import os
 import statistics
-import sys
 import tempfile
 import time
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "tests", "simulator"))
-sys.path.insert(0, os.path.join(HERE, "..", "collections"))
+from _common import on_path
 
+on_path("collections", "tests/simulator")
 from apisim.harness import ControlPlane  # noqa: E402
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient  # noqa: E402

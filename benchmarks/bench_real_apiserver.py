@@ -51,7 +51,6 @@ import re
 import resource
 import ssl
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -59,13 +58,10 @@ import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "collections"))
-sys.path.insert(0, HERE)
+import bench_migration  # the migrator run as in the simulator benchmark
+from _common import HERE, REPO, PeakRss, ansible_env, on_path, run_child, run_module
 
-import bench_migration  # noqa: E402  (the migrator run as in the simulator benchmark)
-from _common import PeakRss, ansible_env, run_child, run_module  # noqa: E402
+on_path("collections")
 
 NAMESPACE = "bench"
 LIST_PATH = f"/api/v1/namespaces/{NAMESPACE}/configmaps"
@@ -380,7 +376,7 @@ def part_one(args, workdir, plane_cls, results):
 
 
 def part_two(args, workdir, plane_cls, results):
-    sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+    on_path("tests/integration")
     import real_binaries
 
     plane = start_plane(plane_cls, os.path.join(workdir, "plane2"), ["1.32", "1.32"])
@@ -486,7 +482,7 @@ def main():
     if args.child:
         child(args)
         return
-    sys.path.insert(0, os.path.join(REPO, "tests"))
+    on_path("tests")
     from realcp.plane import ControlPlane, binary
 
     version = os.path.basename(os.path.dirname(binary("1.32")))

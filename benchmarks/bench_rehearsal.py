@@ -86,7 +86,6 @@ import json
 import os
 import resource
 import shutil
-import signal
 import ssl
 import subprocess
 import sys
@@ -96,11 +95,11 @@ import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, HERE)
+from _common import ETCDCTL_TIMEOUT, HERE, REPO, PeakRss, Sampler, cmdline, cpu_seconds, on_path, status_kib
 
-from _common import ETCDCTL_TIMEOUT, PeakRss, Sampler, cmdline, cpu_seconds, status_kib  # noqa: E402
+on_path("tests/simulator")
+from apisim import k8s_protobuf  # noqa: E402
+from apisim.harness import stop_process  # noqa: E402
 
 MARKER = "kubeupgrade-rehearsal-"  # scratch.PREFIX: the workspace directory every started process names
 SOURCE_RELEASE, TARGET_RELEASE = "1.32", "1.33"
@@ -187,29 +186,12 @@ def seed(plane, objects, secrets, namespaces, threads):
         list(pool.map(create, range(objects)))
 
 
-def _varint(value):
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _field(number, payload):
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def configmap_value(namespace, name, index):
     """A ConfigMap in kube-apiserver's protobuf envelope (runtime.Unknown): metadata (name, namespace, uid, labels) and
     the same data as seed()'s ConfigMaps, readable by any apiserver."""
-    label = _field(1, b"bench") + _field(2, b"rehearsal")
-    meta = (_field(1, name.encode()) + _field(3, namespace.encode()) + _field(5, f"00000000-0000-4000-8000-{index:012d}".encode())
-            + _field(11, label))
-    data = _field(2, _field(1, b"index") + _field(2, str(index).encode())) + _field(2, _field(1, b"payload") + _field(2, PAYLOAD.encode()))
-    raw = _field(1, meta) + data
-    type_meta = _field(1, b"v1") + _field(2, b"ConfigMap")
-    return b"k8s\x00" + _field(1, type_meta) + _field(2, raw) + _field(3, b"") + _field(4, b"")
+    raw = k8s_protobuf.configmap(name, namespace, f"00000000-0000-4000-8000-{index:012d}",
+                                 {"index": str(index), "payload": PAYLOAD}, labels={"bench": "rehearsal"})
+    return k8s_protobuf.envelope("v1", "ConfigMap", raw)
 
 
 def bulk_seed(plane, count, namespaces, threads, batch):
@@ -497,13 +479,7 @@ def run_child(kind, params, env, marker=None):
         else:
             stdout, stderr = process.communicate()
     finally:
-        if process.poll() is None:  # interrupted: SIGTERM makes the rehearsal stop and remove what it started
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_process(process, timeout=60)  # interrupted: SIGTERM makes the rehearsal stop and remove what it started
     if process.returncode:
         raise RuntimeError(f"{kind} child exited {process.returncode}:\n{stderr[-3000:]}\n{stdout[-2000:]}")
     answer = json.loads(stdout.strip().splitlines()[-1])
@@ -548,7 +524,7 @@ def plane_flags(plane):
 
 
 def run_all(args, workdir, env, results):
-    sys.path.insert(0, os.path.join(REPO, "tests"))
+    on_path("tests")
     from realcp.plane import ControlPlane, binary
 
     target = args.target_binary or binary(TARGET_RELEASE)

@@ -4,17 +4,16 @@ PUT, over keep-alive HTTPS connections with 1 and 8 client threads. Run: python 
 
 import http.client
 import json
-import os
 import ssl
-import sys
 import tempfile
 import threading
 import time
 import urllib.parse
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "simulator"))
+from _common import on_path
 
-from apisim.harness import ControlPlane
+on_path("tests/simulator")
+from apisim.harness import ControlPlane  # noqa: E402
 
 OBJECTS = 100_000
 DURATION = 3.0

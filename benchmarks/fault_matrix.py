@@ -106,15 +106,10 @@ import threading
 import time
 from pathlib import Path
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-REPO = os.path.dirname(HERE)
-sys.path.insert(0, os.path.join(REPO, "collections"))
-sys.path.insert(0, HERE)
-sys.path.insert(0, os.path.join(REPO, "tests"))
-sys.path.insert(0, os.path.join(REPO, "tests", "integration"))
+from _common import HERE, REPO, on_path, run_module, run_parallel, wait_for
+from bench_real_apiserver import Connections
 
-from _common import run_module, run_parallel  # noqa: E402
-from bench_real_apiserver import Connections  # noqa: E402
+on_path("tests/integration", "tests", "collections")
 
 RELEASE, ETCD = "1.36", "3.5"
 SEED_THREADS = 8
@@ -177,14 +172,6 @@ def list_all(conns, path):
         token = (page.get("metadata") or {}).get("continue")
         if not token:
             return items
-
-
-def wait_for(condition, what, timeout=120.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.3)
 
 
 def served(plane, index, path):
@@ -565,11 +552,21 @@ class Context:
 # --- the faults -------------------------------------------------------------------------------------------------
 
 
-def fault_etcd(ctx, row, how):
-    migration = Migration(ctx, "run")
+def struck_run(ctx, row, strike, name="run", wait=None, **extra):
+    """One migration run (``Migration(ctx, name, **extra)``) struck by ``strike(migration)`` once it is under way
+    (``wait_trigger``; ``row`` notes whether and when the fault landed), then waited for (``wait`` seconds, by default
+    the run's timeout and 120 s more); its result."""
+    migration = Migration(ctx, name, **extra)
     at = wait_trigger(ctx, migration)
     row["landed"], row["fault_at"] = at is not None, at
     if at is not None:
+        strike(migration)
+    migration.wait(ctx.args.run_timeout + 120 if wait is None else wait)
+    return migration.result()
+
+
+def fault_etcd(ctx, row, how):
+    def strike(_migration):
         pid = ctx.plane.etcd.process.pid
         if how == "frozen":
             os.kill(pid, signal.SIGSTOP)
@@ -579,32 +576,23 @@ def fault_etcd(ctx, row, how):
                 os.kill(pid, signal.SIGCONT)
         else:
             ctx.store.restart_etcd(20)
-    migration.wait(ctx.args.run_timeout + 120)
-    result = migration.result()
+
+    result = struck_run(ctx, row, strike)
     return [result], succeeded(result)
 
 
 def fault_apiserver(ctx, row):
-    migration = Migration(ctx, "run")
-    at = wait_trigger(ctx, migration)
-    row["landed"], row["fault_at"] = at is not None, at
-    if at is not None:
+    def strike(_migration):
         started = time.monotonic()
         ctx.plane.restart(0, RELEASE, wait=True, timeout=300)
         row["notes"].append(f"apiserver 0 back in {time.monotonic() - started:.0f} s")
-    migration.wait(ctx.args.run_timeout + 120)
-    result = migration.result()
+
+    result = struck_run(ctx, row, strike)
     return [result], succeeded(result)
 
 
 def fault_killed(ctx, row):
-    migration = Migration(ctx, "killed")
-    at = wait_trigger(ctx, migration)
-    row["landed"], row["fault_at"] = at is not None, at
-    if at is not None:
-        migration.process.kill()
-    migration.wait(60)
-    first = migration.result()
+    first = struck_run(ctx, row, lambda migration: migration.process.kill(), name="killed", wait=60)
     left = progress(ctx)[0]
     row["notes"].append("checkpoints left: " + (", ".join(f"{r.split('.')[0]} {c}" for r, c in sorted(left.items())) or "none"))
     again = Migration(ctx, "rerun")
@@ -745,13 +733,8 @@ def fault_token(ctx, row):
     kubeconfig = ctx.plane.write_kubeconfig(os.path.join(ctx.rundir, "migrator.kubeconfig"), token=token, user="migrator")
     qps = max(10.0, ctx.args.configmaps / 40.0)
     row["notes"].append(f"qps {qps:.0f}")
-    migration = Migration(ctx, "run", kubeconfig=kubeconfig, qps=qps)
-    at = wait_trigger(ctx, migration)
-    row["landed"], row["fault_at"] = at is not None, at
-    if at is not None:
-        call(conns, "DELETE", "/api/v1/namespaces/default/serviceaccounts/migrator")
-    migration.wait(ctx.args.run_timeout + 120)
-    result = migration.result()
+    result = struck_run(ctx, row, lambda _migration: call(conns, "DELETE", "/api/v1/namespaces/default/serviceaccounts/migrator"),
+                        kubeconfig=kubeconfig, qps=qps)
     message = result["msg"]
     ok = result["rc"] != 0 and "HTTP 401" in message and "fix the credentials" in message
     return [result], ok

@@ -20,6 +20,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
@@ -29,6 +30,9 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+sys.path.append(os.path.join(os.path.dirname(os.path.abspath(__file__)), "simulator"))  # for apisim.harness
+from apisim.harness import stop_process
 
 MISSING = ("etcd is not installed: run 'bash scripts/setup-etcd.sh' as root (installs Debian's etcd-server and "
            "etcd-client), or install etcd 3.4+ so that 'etcd' is on PATH")
@@ -198,13 +202,7 @@ class EtcdServer:
             time.sleep(0.05)
 
     def stop(self):
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.process = None
         if self._log:
             self._log.close()

@@ -258,6 +258,38 @@ def _list_paths(plane, index):
                 yield f"{gv_path}/{item['name']}"
 
 
+NO_KIND = "is registered for version"  # of the 500 an apiserver answers for an object it cannot decode
+VERSIONS = ("v1", "v1beta3", "v1beta2", "v1beta1", "v1alpha3", "v1alpha2", "v1alpha1")  # GA first, then newest
+
+
+def served(plane, index, groups):
+    """``{resource: (group, group/version path, namespaced)}`` for the resources of ``groups`` that apiserver
+    ``index`` itself serves, in the newest version it serves them in.
+
+    Probed version by version, not read from ``/apis``: on a mixed plane the newer apiserver deletes the APIServices
+    of the versions it does not have, so the older one no longer lists its own alpha and beta versions, and lists
+    the newer ones that it answers 404 for, although it still serves its own."""
+    found = {}
+    for group in groups:
+        for version in VERSIONS:
+            status, doc = plane.request("GET", f"/apis/{group}/{version}", index=index)
+            if status != 200:
+                continue
+            for item in doc.get("resources") or []:
+                if "/" not in item["name"]:
+                    found.setdefault(item["name"], (group, f"/apis/{group}/{version}", item["namespaced"]))
+    return found
+
+
+def object_path(gv_path, resource, namespaced, rest):
+    """The GET path of the object stored at ``/registry/<resource>/<rest>`` (``rest``: ``namespace/name`` or
+    ``name``, as the audit and the report name objects)."""
+    if namespaced:
+        namespace, name = rest.split("/", 1)
+        return f"{gv_path}/namespaces/{namespace}/{resource}/{name}"
+    return f"{gv_path}/{resource}/{rest}"
+
+
 # What 1.28 stores that 1.32 cannot read (resource.k8s.io/v1alpha2 is no longer decodable there) or no longer has
 # (ResourceClass, PodSchedulingContext, ClusterCIDR): a roll to 1.32 must stop before any host is touched.
 UNREADABLE_ON_132 = {"resourceclaims.resource.k8s.io", "resourceclaimtemplates.resource.k8s.io"}

@@ -30,22 +30,18 @@ def plane(control_plane):
     return control_plane
 
 
-def base(plane, **extra):
-    return {"kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints, **extra}
-
-
 def check(run, plane, **extra):
-    _failed, result = run(storage_version_check, base(plane, target_release="1.32", **extra))
+    _failed, result = run(storage_version_check, plane.module_args(target_release="1.32", **extra))
     return result, {b["subject"]: b for b in result["blocking"]}
 
 
 def migrate(run, plane, *names):
-    failed, result = run(storage_migration, base(plane, resources=list(names), backend="client", timeout=60))
+    failed, result = run(storage_migration, plane.module_args(resources=list(names), backend="client", timeout=60))
     assert not failed, result["msg"]
 
 
 def test_unknown_record_cleared_by_migrating(run, plane):
-    run(storage_state, base(plane))  # fresh records: [Unknown, current]
+    run(storage_state, plane.module_args())  # fresh records: [Unknown, current]
     _result, blocking = check(run, plane, resources=["configmaps"])
     assert blocking["configmaps"]["verdict"] == "unknown" and "migrate configmaps" in blocking["configmaps"]["next_step"]
     migrate(run, plane, "configmaps")
@@ -54,7 +50,7 @@ def test_unknown_record_cleared_by_migrating(run, plane):
 
 
 def test_needs_migration_cleared_by_migrating(run, plane):
-    run(storage_state, base(plane))
+    run(storage_state, plane.module_args())
     _result, blocking = check(run, plane, resources=[WIDGETS], target_crds=[WIDGETS_V1_ONLY])
     assert blocking[WIDGETS]["verdict"] == "needs_migration" and "storedVersions" in blocking[WIDGETS]["next_step"]
     migrate(run, plane, WIDGETS)
@@ -63,7 +59,7 @@ def test_needs_migration_cleared_by_migrating(run, plane):
 
 
 def test_unreachable_apiserver_cleared_by_bringing_it_back(run, plane):
-    run(storage_state, base(plane))
+    run(storage_state, plane.module_args())
     migrate(run, plane, "configmaps")
     plane.admin.stop(2)
     _result, blocking = check(run, plane, resources=["configmaps"])
@@ -75,7 +71,7 @@ def test_unreachable_apiserver_cleared_by_bringing_it_back(run, plane):
 
 
 def test_failed_group_discovery_cleared_when_it_answers(run, plane):
-    run(storage_state, base(plane))
+    run(storage_state, plane.module_args())
     migrate(run, plane, "configmaps", "deployments.apps")
     plane.admin.fault("status", apiserver=1, code=503, path_regex="^/apis/apps/v1$")
     result, blocking = check(run, plane, resources=["configmaps", "deployments.apps"])

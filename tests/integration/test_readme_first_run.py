@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import real_cluster
 from test_demo import readme_block, user_environment
 from test_playbooks_helpers import (
     DATA_RESOURCES,
@@ -26,7 +25,6 @@ from test_playbooks_helpers import (
     FAST,
     HASH_V1BETA1,
     LEASECANDIDATES,
-    TLS,
     assert_content_unchanged,
     assert_readable_everywhere,
     crd_stored_versions,
@@ -68,18 +66,9 @@ def readme_setup_environment(env: dict, tmp_path: Path) -> dict:
 
 
 @pytest.fixture
-def fresh_cluster(tmp_path):
-    """A cluster the collection has never seen: three apiservers on 1.32 with data, no records."""
-    from apisim.harness import ControlPlane
-
-    if real_cluster.real_kubeconfig():
-        pytest.skip(real_cluster.NEEDS_ADMIN)
-    plane = ControlPlane(tmp_path / "plane", apiservers=3, releases="1.32", tls=TLS, seed="demo")
-    plane.start()
-    try:
-        yield plane
-    finally:
-        plane.stop()
+def fresh_cluster(sim):
+    """A cluster the collection has never seen: three apiservers on 1.32 with data, no records (conftest's ``sim``)."""
+    return sim
 
 
 @pytest.mark.slow

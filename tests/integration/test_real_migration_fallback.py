@@ -31,6 +31,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+from apisim import k8s_protobuf
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from real_binaries import create
 from realcp.plane import ADMIN_TOKEN, locked_state
@@ -114,63 +115,6 @@ def _plaintext(value, key):
     return padded[:-padded[-1]]
 
 
-# -- objects without managedFields (written before server-side apply): etcd's protobuf, managedFields (17) removed --
-
-def _varint(buf, i):
-    shift = value = 0
-    while True:
-        byte = buf[i]
-        i += 1
-        value |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            return value, i
-
-
-def _encode_varint(value):
-    out = bytearray()
-    while True:
-        byte, value = value & 0x7F, value >> 7
-        out.append(byte | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
-
-
-def _fields(buf):
-    i, fields = 0, []
-    while i < len(buf):
-        tag, i = _varint(buf, i)
-        number, wire = tag >> 3, tag & 7
-        assert wire in (0, 2), wire  # Unknown, ControllerRevision and ObjectMeta use varints and bytes only
-        if wire == 0:
-            value, i = _varint(buf, i)
-        else:
-            size, i = _varint(buf, i)
-            value, i = buf[i:i + size], i + size
-        fields.append((number, wire, value))
-    return fields
-
-
-def _serialize(fields):
-    out = b""
-    for number, wire, value in fields:
-        out += _encode_varint(number << 3 | wire)
-        out += _encode_varint(value) if wire == 0 else _encode_varint(len(value)) + value
-    return out
-
-
-def _without_managed_fields(value):
-    """etcd's ``k8s\\x00`` + runtime.Unknown{raw (2): ControllerRevision{metadata (1): ObjectMeta}}, managedFields gone."""
-    assert value.startswith(mig.PROTOBUF_MAGIC)
-
-    def revision(raw):
-        return _serialize([(n, w, _serialize([f for f in _fields(v) if f[0] != 17]) if n == 1 else v)
-                           for n, w, v in _fields(raw)])
-
-    return mig.PROTOBUF_MAGIC + _serialize([(n, w, revision(v) if n == 2 else v)
-                                            for n, w, v in _fields(value[len(mig.PROTOBUF_MAGIC):])])
-
-
 def _create_spaced(plane, name, i, bare=False):
     body, data = _revision_bytes(name, _data(i))
     status, answer = _raw(plane, "POST", REVISIONS, body)
@@ -178,7 +122,7 @@ def _create_spaced(plane, name, i, bare=False):
     _revision, value = _etcd(plane, _key(name))
     assert data in value  # stored byte for byte as sent, spaces included
     if bare:
-        plane.etcd.put(_key(name), _without_managed_fields(value))
+        plane.etcd.put(_key(name), k8s_protobuf.without_managed_fields(value))  # an object written before server-side apply
     return data
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from real_binaries import create, seed_128_unreadable_on_132, wait_for
+from real_binaries import NO_KIND, create, object_path, seed_128_unreadable_on_132, served, wait_for
 from test_offline_judgement import run_tasks, verdicts
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources import GroupResource
@@ -26,30 +26,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.resources impo
 pytestmark = pytest.mark.slow
 
 RUNNING = ["1.28", "1.32"]
-NO_KIND = "is registered for version"
-VERSIONS = ("v1", "v1beta3", "v1beta2", "v1beta1", "v1alpha3", "v1alpha2", "v1alpha1")  # GA first, then newest
 GROUPS = ("flowcontrol.apiserver.k8s.io", "admissionregistration.k8s.io", "resource.k8s.io", "networking.k8s.io")
-
-
-def served(plane, index, groups):
-    """``{resource: (group, group/version path, namespaced)}`` of what apiserver ``index`` itself serves in ``groups``, in
-    the newest version; probed version by version (on a mixed plane ``/apis`` lists the other release's versions)."""
-    found = {}
-    for group in groups:
-        for version in VERSIONS:
-            status, doc = plane.request("GET", f"/apis/{group}/{version}", index=index)
-            for item in (doc.get("resources") or []) if status == 200 else []:
-                if "/" not in item["name"]:
-                    found.setdefault(item["name"], (group, f"/apis/{group}/{version}", item["namespaced"]))
-    return found
-
-
-def object_path(gv_path, resource, namespaced, name):
-    """The GET path of an object named as the audit names it (``namespace/name`` or ``name``)."""
-    if namespaced:
-        namespace, name = name.split("/", 1)
-        return f"{gv_path}/namespaces/{namespace}/{resource}/{name}"
-    return f"{gv_path}/{resource}/{name}"
 
 
 def seed_132_only(plane, index, namespace="dra"):

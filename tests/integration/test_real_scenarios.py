@@ -33,13 +33,16 @@ import yaml
 from conftest import collections_path
 from real_binaries import (
     GADGETS_PATH,
+    NO_KIND,
     SCHEMA,
     create,
     explain,
     gadgets_stored_as,
+    object_path,
     report,
     run,
     seed_132,
+    served,
     switch_gadgets_storage,
     unreadable,
     wait_for,
@@ -51,7 +54,6 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
 KSVM_CRDS = [REPO / "tests" / "fixtures" / "ksvm" / name for name in ("storage_state_crd.yaml", "storage_migration_crd.yaml")]
-NO_KIND = "is registered for version"
 
 
 # --- helpers ----------------------------------------------------------------------------------------------------
@@ -86,36 +88,6 @@ def discovery_hash(plane, group_version, resource, index=0):
     status, doc = plane.request("GET", path, index=index)
     assert status == 200, doc
     return next(item["storageVersionHash"] for item in doc["resources"] if item["name"] == resource)
-
-
-VERSIONS = ("v1", "v1beta3", "v1beta2", "v1beta1", "v1alpha3", "v1alpha2", "v1alpha1")  # GA first, then newest
-
-
-def served(plane, index, groups):
-    """``{resource: (group, group/version path, namespaced)}`` for the resources of ``groups`` that apiserver
-    ``index`` itself serves, in the newest version it serves them in.
-
-    Probed version by version, not read from ``/apis``: on a mixed plane the newer apiserver deletes the APIServices
-    of the versions it does not have, so the older one no longer lists its own alpha and beta versions, and lists
-    the newer ones that it answers 404 for, although it still serves its own."""
-    found = {}
-    for group in groups:
-        for version in VERSIONS:
-            status, doc = plane.request("GET", f"/apis/{group}/{version}", index=index)
-            if status != 200:
-                continue
-            for item in doc.get("resources") or []:
-                if "/" not in item["name"]:
-                    found.setdefault(item["name"], (group, f"/apis/{group}/{version}", item["namespaced"]))
-    return found
-
-
-def object_path(gv_path, resource, namespaced, rest):
-    """The GET path of the object stored at ``/registry/<resource>/<rest>``."""
-    if namespaced:
-        namespace, name = rest.split("/", 1)
-        return f"{gv_path}/namespaces/{namespace}/{resource}/{name}"
-    return f"{gv_path}/{resource}/{rest}"
 
 
 def start_ksvm(plane, workdir, names=("trigger", "migrator")):

@@ -21,10 +21,6 @@ def record_writes(plane) -> int:
                if entry["group"] == "migration.k8s.io" and entry["resource"] == "storagestates" and entry["verb"] in WRITES)
 
 
-def base(plane, **extra):
-    return {"kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints, **extra}
-
-
 def audit(measured_at, resources):
     """A storage_version_audit result, as registered, that read the whole prefix."""
     return {"changed": False, "keys_scanned": 500, "endpoint": "https://127.0.0.1:2379", "prefix": "/registry",
@@ -35,32 +31,32 @@ def test_storage_state_with_a_new_audit_that_finds_the_same_writes_nothing(contr
     from ansible_collections.kubeupgrade.storage.plugins.modules import storage_state, storage_version_info
 
     control_plane.admin.seed("demo")
-    failed, info = run(storage_version_info, base(control_plane, resources=["deployments.apps"]))
+    failed, info = run(storage_version_info, control_plane.module_args(resources=["deployments.apps"]))
     assert not failed
     current = next(iter(info["resources"]["deployments.apps"]["hashes"].values()))
     old = "0000old0000="
     found = {"deployments.apps": {"objects": 3, "hashes": [old, current], "unreadable": 0}}
 
-    failed, first = run(storage_state, base(control_plane, audit=audit("2026-11-21T14:00:00Z", found)))
+    failed, first = run(storage_state, control_plane.module_args(audit=audit("2026-11-21T14:00:00Z", found)))
     assert not failed and first["changed"] is True
     written = record_writes(control_plane)
     assert written > 0
 
     # The next audited run: a new audit, same findings. Nothing is written, changed=false, every record unchanged.
-    failed, second = run(storage_state, base(control_plane, audit=audit("2026-11-21T14:20:00Z", found)))
+    failed, second = run(storage_state, control_plane.module_args(audit=audit("2026-11-21T14:20:00Z", found)))
     assert not failed and second["changed"] is False, [r for r in second["records"] if r["action"] != "unchanged"]
     assert {r["action"] for r in second["records"]} == {"unchanged"}
     assert record_writes(control_plane) == written
     # ... and the same audit again, and a plain refresh from the apiservers: nothing either.
-    failed, third = run(storage_state, base(control_plane, audit=audit("2026-11-21T14:20:00Z", found)))
+    failed, third = run(storage_state, control_plane.module_args(audit=audit("2026-11-21T14:20:00Z", found)))
     assert not failed and third["changed"] is False
-    failed, plain = run(storage_state, base(control_plane))
+    failed, plain = run(storage_state, control_plane.module_args())
     assert not failed and plain["changed"] is False
     assert record_writes(control_plane) == written
 
     # A real change (the old objects were migrated): that one record is written, nothing else.
     migrated = {"deployments.apps": {"objects": 3, "hashes": [current], "unreadable": 0}}
-    failed, fourth = run(storage_state, base(control_plane, audit=audit("2026-11-21T14:40:00Z", migrated)))
+    failed, fourth = run(storage_state, control_plane.module_args(audit=audit("2026-11-21T14:40:00Z", migrated)))
     assert not failed and fourth["changed"] is True
     assert [r["name"] for r in fourth["records"] if r["action"] != "unchanged"] == ["deployments.apps"]
     assert record_writes(control_plane) - written == 2  # its annotations, then its status
@@ -78,13 +74,13 @@ def test_record_max_age_still_judges_a_record_by_its_heartbeat(control_plane, ru
 
     control_plane.admin.seed("demo")
     resources = ["configmaps"]
-    failed, result = run(storage_state, base(control_plane, resources=resources,
+    failed, result = run(storage_state, control_plane.module_args(resources=resources,
                                              audit=audit("2026-11-21T14:00:00Z", {"configmaps": {"objects": 1, "hashes": []}})))
     assert not failed and result["changed"] is True
-    failed, again = run(storage_state, base(control_plane, resources=resources,
+    failed, again = run(storage_state, control_plane.module_args(resources=resources,
                                             audit=audit("2026-11-21T14:10:00Z", {"configmaps": {"objects": 1, "hashes": []}})))
     assert not failed and again["changed"] is False
-    check = base(control_plane, target_release="1.32", resources=resources, record_max_age=600, fail_on=[])
+    check = control_plane.module_args(target_release="1.32", resources=resources, record_max_age=600, fail_on=[])
     failed, judged = run(storage_version_check, check)
     assert not failed and judged["resources"][0]["verdict"] == "safe", judged["resources"][0]["reason"]
 

@@ -127,16 +127,15 @@ def _calls_sleep(loop: ast.AST) -> bool:
     return False
 
 
+def _found_outside(root: Path, owner: str, matches) -> List[Tuple[str, str, int]]:
+    """(file, function, line) of every node that ``matches`` in the production files but ``owner``."""
+    return [(name, scope, node.lineno) for name, tree in _production_files(root) if not name.endswith(owner)
+            for scope, node in _scopes(tree) if matches(node)]
+
+
 def wait_loops(root: Path = PLUGINS) -> List[Tuple[str, str, int]]:
     """(file, function, line) of every ``while``/``for`` loop that sleeps, outside ``_http/poll.py``."""
-    found = []
-    for name, tree in _production_files(root):
-        if name.endswith("_http/poll.py"):
-            continue
-        for scope, node in _scopes(tree):
-            if isinstance(node, (ast.While, ast.For)) and _calls_sleep(node):
-                found.append((name, scope, node.lineno))
-    return found
+    return _found_outside(root, "_http/poll.py", lambda node: isinstance(node, (ast.While, ast.For)) and _calls_sleep(node))
 
 
 def _mentions_404(node: ast.AST) -> bool:
@@ -149,14 +148,8 @@ def _mentions_404(node: ast.AST) -> bool:
 
 def not_found_checks(root: Path = PLUGINS) -> List[Tuple[str, str, int]]:
     """(file, function, line) of every comparison with 404 outside ``_http/client.py``."""
-    found = []
-    for name, tree in _production_files(root):
-        if name.endswith("_http/client.py"):
-            continue
-        for scope, node in _scopes(tree):
-            if isinstance(node, ast.Compare) and any(_mentions_404(n) for n in [node.left, *node.comparators]):
-                found.append((name, scope, node.lineno))
-    return found
+    return _found_outside(root, "_http/client.py", lambda node: isinstance(node, ast.Compare)
+                          and any(_mentions_404(n) for n in [node.left, *node.comparators]))
 
 
 def _not_allowed(found, allowed) -> List[str]:

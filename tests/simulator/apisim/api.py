@@ -11,6 +11,7 @@ import datetime
 import json
 import re
 import uuid
+from dataclasses import dataclass
 
 from . import crds, discovery, errors
 from .profiles import api_version, builtin_resources
@@ -47,22 +48,23 @@ class Request:
         self.body = body
 
 
+@dataclass(eq=False)
 class ResourceType:
     """One resource in one served version, as an endpoint sees it (built-in or custom)."""
 
-    def __init__(self, group, version, resource, kind, namespaced, bucket, storage_api_version, has_status,
-                 custom=None, builtin=None):
-        self.group = group
-        self.version = version
-        self.resource = resource
-        self.kind = kind
-        self.namespaced = namespaced
-        self.bucket = bucket
-        self.storage_api_version = storage_api_version
-        self.has_status = has_status
-        self.custom = custom
-        self.builtin = builtin
-        self.api_version = api_version(group, version)
+    group: str
+    version: str
+    resource: str
+    kind: str
+    namespaced: bool
+    bucket: tuple
+    storage_api_version: str
+    has_status: bool
+    custom: object = None
+    builtin: object = None
+
+    def __post_init__(self):
+        self.api_version = api_version(self.group, self.version)
 
     def decode_error(self, encoded):
         """The message the real apiserver gives when it cannot decode an object encoded as ``encoded``."""

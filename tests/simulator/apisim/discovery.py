@@ -2,6 +2,7 @@
 
 import functools
 import json
+from dataclasses import dataclass
 
 from . import crds, errors
 from .profiles import SHORT_NAMES, STATUS_VERBS, VERBS, builtin_resources, version_priority
@@ -14,19 +15,17 @@ def is_discovery_path(path):
     return (parts[0] == "api" and len(parts) <= 2) or (parts[0] == "apis" and len(parts) <= 3)
 
 
+@dataclass(frozen=True)
 class _Res:
     """A resource as discovery lists it for one group version."""
 
-    __slots__ = ("name", "singular", "namespaced", "kind", "short_names", "hash", "has_status")
-
-    def __init__(self, name, singular, namespaced, kind, short_names, hash_, has_status):
-        self.name = name
-        self.singular = singular
-        self.namespaced = namespaced
-        self.kind = kind
-        self.short_names = short_names
-        self.hash = hash_
-        self.has_status = has_status
+    name: str
+    singular: str
+    namespaced: bool
+    kind: str
+    short_names: list
+    hash: str
+    has_status: bool
 
 
 @functools.cache

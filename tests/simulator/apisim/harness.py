@@ -16,6 +16,18 @@ import urllib.request
 SIMULATOR_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def stop_process(process, timeout=10):
+    """SIGTERM ``process`` (a Popen) when it still runs and SIGKILL it after ``timeout`` seconds; reaped either way.
+    Also what tests/etcd_fixture.py stops etcd with."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class AdminError(RuntimeError):
     """The admin interface refused an operation."""
 
@@ -157,13 +169,7 @@ class ControlPlane:
             time.sleep(0.02)
 
     def stop(self):
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         if getattr(self, "_log", None):
             self._log.close()
         self.process = None
@@ -177,6 +183,10 @@ class ControlPlane:
     @property
     def endpoints(self):
         return list(self.state["endpoints"])
+
+    def module_args(self, **extra):
+        """A collection module's arguments for this plane (its kubeconfig and every apiserver), plus ``extra``."""
+        return {"kubeconfig": self.kubeconfig, "endpoints": self.endpoints, **extra}
 
     @property
     def front(self):

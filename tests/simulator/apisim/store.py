@@ -141,19 +141,6 @@ _KEY_OVERRIDES = {
 _GROUPED_BUILTINS = {("apiextensions.k8s.io", "customresourcedefinitions"), ("apiregistration.k8s.io", "apiservices")}
 
 
-def _varint(number):
-    out = bytearray()
-    while True:
-        byte, number = number & 0x7F, number >> 7
-        out.append(byte | (0x80 if number else 0))
-        if not number:
-            return bytes(out)
-
-
-def _field(number, payload):
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 class EtcdMirror:
     """Writes each stored object to a real etcd, as a kube-apiserver would lay it out.
 
@@ -170,6 +157,9 @@ class EtcdMirror:
         self.prefix = "/" + (etcd.get("prefix") or "/registry").strip("/")
         self.kind_of = kind_of
         self.builtin = builtin
+        from . import k8s_protobuf  # protobuf: imported by a simulator that keeps its store in etcd, and by no other
+
+        self._envelope = k8s_protobuf.envelope
         self._host, self._port, self._https = parts.hostname, parts.port or 2379, parts.scheme == "https"
         self._context = None
         if self._https:
@@ -190,9 +180,7 @@ class EtcdMirror:
         kind = self.kind_of(bucket)
         if bucket in _GROUPED_BUILTINS or not self.builtin(bucket):
             return json.dumps({"apiVersion": entry.encoded, "kind": kind, **entry.obj}, separators=(",", ":")).encode() + b"\n"
-        type_meta = _field(1, entry.encoded.encode()) + _field(2, kind.encode())
-        raw = json.dumps(entry.obj, separators=(",", ":")).encode()
-        return b"k8s\x00" + _field(1, type_meta) + _field(2, raw) + _field(3, b"") + _field(4, b"")
+        return self._envelope(entry.encoded, kind, json.dumps(entry.obj, separators=(",", ":")).encode())
 
     def put(self, bucket, entry):
         key = self.key(bucket, entry.namespace, entry.name).encode()

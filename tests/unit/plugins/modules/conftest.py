@@ -66,6 +66,17 @@ class FakeCluster:
     def writes(self):
         return [(e, m, p) for e, m, p, _q, _b in self.log if m != "GET"]
 
+    def serve_deployments_hash(self, endpoint, storage_hash):
+        """``endpoint`` answers the recorded apps/v1 discovery with ``storage_hash`` for deployments: it disagrees with
+        its peers."""
+        from kube_fakes import recorded
+
+        doc = recorded("discovery/apis-apps_v1-legacy.json")["body"]
+        for item in doc["resources"]:
+            if item["name"] == "deployments":
+                item["storageVersionHash"] = storage_hash
+        self.routes[endpoint]["/apis/apps/v1"] = (200, doc)
+
 
 @pytest.fixture
 def fake_cluster(monkeypatch):

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kube_module_args import BASE_ARGS
+from kube_module_args import BASE_ARGS, CLUSTER_MODULES, MODULES
+from kube_module_args import module as kube_module
 
 from ansible_collections.kubeupgrade.storage.plugins.modules import (
     storage_migration,
@@ -30,15 +31,6 @@ from ansible_collections.kubeupgrade.storage.plugins.modules import (
 )
 
 REPO = Path(__file__).resolve().parents[4]
-
-# Each cluster module with the smallest arguments that would otherwise make it send requests.
-CLUSTER_MODULES = {
-    "storage_version_info": (storage_version_info, {}),
-    "storage_version_check": (storage_version_check, {"target_release": "1.33"}),
-    "storage_state": (storage_state, {}),
-    "storage_version_agreement": (storage_version_agreement, {"timeout": 0}),
-    "storage_migration": (storage_migration, {"resources": ["configmaps"]}),
-}
 
 BINARY = bytes(range(256)) * 4
 
@@ -85,7 +77,7 @@ CONNECTION_CASES = [
 @pytest.mark.parametrize("case, args, needles", CONNECTION_CASES, ids=[c[0] for c in CONNECTION_CASES])
 @pytest.mark.parametrize("name", sorted(CLUSTER_MODULES))
 def test_connection_and_shared_options_fail_before_any_request(run_module, fake_cluster, name, case, args, needles):
-    module, extra = CLUSTER_MODULES[name]
+    module, extra = kube_module(name), MODULES[name][1]
     merged = {**BASE_ARGS, **extra, **args}
     if case.startswith("kubeconfig"):
         merged = {k: v for k, v in merged.items() if k not in ("host", "api_key")}
@@ -204,7 +196,7 @@ def bad_apiserver(request):
 @pytest.mark.parametrize("name", sorted(CLUSTER_MODULES))
 def test_a_body_that_is_not_json_names_the_apiserver(run_module, bad_apiserver, name):
     url, needle = bad_apiserver
-    module, extra = CLUSTER_MODULES[name]
+    module, extra = kube_module(name), MODULES[name][1]
     args = {"host": url, "api_key": "secret-token-value", "endpoints": [url], "request_timeout": 5, **extra}
     failed, result = run_module(module, args)
     assert_clean(result)
@@ -282,7 +274,7 @@ def test_role_argument_spec_fails_before_any_task(tmp_path, role, variables, nee
 
 @pytest.mark.parametrize("name", ["storage_version_check", "storage_migration"])
 def test_refresh_records_that_is_not_a_boolean_is_one_clear_error_before_any_request(run_module, fake_cluster, name):
-    module, extra = CLUSTER_MODULES[name]
+    module, extra = kube_module(name), MODULES[name][1]
     failed, result = run_module(module, {**BASE_ARGS, **extra, "refresh_records": "perhaps"})
     assert failed and "refresh_records" in result["msg"] and "bool" in result["msg"], result["msg"]
     assert fake_cluster.log == [], f"{name} sent requests before validating: {fake_cluster.log[:3]}"

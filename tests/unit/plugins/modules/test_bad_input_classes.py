@@ -11,7 +11,6 @@ and a coverage test fails when a new option of a class has no row.
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import subprocess
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from ansible.module_utils.common.parameters import PASS_VARS
-from kube_module_args import BASE_ARGS
+from kube_module_args import BASE_ARGS, CLUSTER_MODULES, MODULE_PACKAGE, MODULES, module
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import MAX_PAGE_SIZE
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
@@ -31,29 +30,10 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import _url_secrets
 
 REPO = Path(__file__).resolve().parents[4]
-MODULE_PACKAGE = "ansible_collections.kubeupgrade.storage.plugins.modules"
-
-# Every module: (talks to a cluster, the smallest arguments its own required options need).
-MODULES = {
-    "storage_version_info": (True, {}),
-    "storage_version_check": (True, {"target_release": "1.33"}),
-    "storage_state": (True, {}),
-    "storage_version_agreement": (True, {"timeout": 0}),
-    "storage_migration": (True, {"resources": ["configmaps"]}),
-    "storage_version_audit": (False, {"etcd_endpoints": ["https://127.0.0.1:1"]}),
-    "storage_version_hash": (False, {"resource": "deployments.apps", "release": "1.33"}),
-    "storage_rehearsal": (False, {"apiserver_binary": "/nonexistent/kube-apiserver"}),
-    "storage_snapshot": (False, {"dest": "/nonexistent/dir/snapshot.db", "verify": "checksum"}),
-}
-CLUSTER_MODULES = sorted(name for name, (cluster, _args) in MODULES.items() if cluster)
 SECRET_TOKEN = "kubeconfig-secret-token-value"
 # As with -vvv, the result echoes the module's arguments: asked for since ansible-core 2.20, always before.
 ECHO_ARGUMENTS = {"_ansible_inject_invocation": True} if "inject_invocation" in PASS_VARS else {}
 PASSWORD = "hunter2-url-password"
-
-
-def module(name):
-    return importlib.import_module(f"{MODULE_PACKAGE}.{name}")
 
 
 def full_spec(name) -> dict:
@@ -79,7 +59,7 @@ def assert_one_clean_failure(result, needles, types=("ConfigurationError",)):
 
 def test_every_module_is_in_the_tables():
     files = {p.stem for p in (REPO / "plugins" / "modules").glob("*.py") if p.stem != "__init__"}
-    assert files == set(MODULES), f"add {files - set(MODULES)} to MODULES (and its options to the tables below)"
+    assert files == set(MODULES), f"add {files - set(MODULES)} to kube_module_args.MODULES (and its options to the tables below)"
 
 
 # --- class 1: an inline kubeconfig mapping of the wrong shape ------------------------------------------

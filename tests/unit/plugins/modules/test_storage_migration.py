@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import copy
-
 import pytest
 from kube_fakes import recorded, recorded_route, unreachable
 from kube_module_args import BASE_ARGS, ENDPOINTS, HOST
@@ -99,11 +97,7 @@ def test_already_migrated_resources_are_skipped_unchanged(run_module, fake_clust
 
 def test_gate_refuses_to_start_when_endpoints_disagree(run_module, fake_cluster):
     with_records(fake_cluster, storage_states=False)
-    doc = copy.deepcopy(recorded("discovery/apis-apps_v1-legacy.json")["body"])
-    for item in doc["resources"]:
-        if item["name"] == "deployments":
-            item["storageVersionHash"] = "zzzzzzzzzzz="
-    fake_cluster.routes[ENDPOINTS[2]]["/apis/apps/v1"] = (200, doc)
+    fake_cluster.serve_deployments_hash(ENDPOINTS[2], "zzzzzzzzzzz=")
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployments.apps"], "backend": "client"})
     assert failed and "apiservers did not agree" in result["msg"]
     # one release everywhere: not an upgrade to finish, but flags that differ

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-from kube_fakes import recorded
 from kube_module_args import BASE_ARGS, ENDPOINTS
 
 from ansible_collections.kubeupgrade.storage.plugins.modules import storage_version_agreement as module
@@ -20,11 +19,7 @@ def test_agreeing_endpoints(run_module, fake_cluster):
 
 
 def test_disagreement_times_out_naming_each_endpoint(run_module, fake_cluster):
-    doc = recorded("discovery/apis-apps_v1-legacy.json")["body"]
-    for item in doc["resources"]:
-        if item["name"] == "deployments":
-            item["storageVersionHash"] = "zzzzzzzzzzz="
-    fake_cluster.routes[ENDPOINTS[2]]["/apis/apps/v1"] = (200, doc)
+    fake_cluster.serve_deployments_hash(ENDPOINTS[2], "zzzzzzzzzzz=")
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployments.apps"], "interval": 0, "timeout": 0})
     assert failed and not result["agreed"] and "deployments.apps" in result["msg"] and ENDPOINTS[2] in result["msg"]
     assert result["disagreeing"][0]["resource"] == "deployments.apps"

@@ -68,17 +68,11 @@ def test_accept_without_a_reason_is_refused_before_any_request(run_module, fake_
 
 
 def test_disagreeing_resources_are_returned_as_the_agreement_gate_sees_them(run_module, fake_cluster):
-    from kube_fakes import recorded
-
     args = {**BASE_ARGS, "target_release": "1.33", "fail_on": []}
     failed, result = run_module(module, args)
     assert not failed and result["disagreeing"] == [], result["disagreeing"]
 
-    doc = recorded("discovery/apis-apps_v1-legacy.json")["body"]
-    for item in doc["resources"]:
-        if item["name"] == "deployments":
-            item["storageVersionHash"] = "zzzzzzzzzzz="
-    fake_cluster.routes[ENDPOINTS[2]]["/apis/apps/v1"] = (200, doc)
+    fake_cluster.serve_deployments_hash(ENDPOINTS[2], "zzzzzzzzzzz=")
     failed, result = run_module(module, args)
     assert not failed
     assert [d["resource"] for d in result["disagreeing"]] == ["deployments.apps"], result["disagreeing"]

@@ -34,11 +34,7 @@ def test_reports_every_endpoint_and_agreement(run_module, fake_cluster):
 
 
 def test_disagreeing_endpoint_means_not_agreed(run_module, fake_cluster):
-    doc = recorded("discovery/apis-apps_v1-legacy.json")["body"]
-    for item in doc["resources"]:
-        if item["name"] == "deployments":
-            item["storageVersionHash"] = "zzzzzzzzzzz="
-    fake_cluster.routes[ENDPOINTS[2]]["/apis/apps/v1"] = (200, doc)
+    fake_cluster.serve_deployments_hash(ENDPOINTS[2], "zzzzzzzzzzz=")
     failed, result = run_module(module, {**BASE_ARGS, "resources": ["deployments.apps"]})
     assert not failed and result["agreed"] is False
     assert result["resources"]["deployments.apps"]["agreed"] is False

@@ -1,9 +1,8 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Build etcd values exactly as a kube-apiserver writes them, for tests (and the simulator's etcd store).
+"""Build etcd values exactly as a kube-apiserver writes them, for tests.
 
-The protobuf envelope follows k8s.io/apimachinery ``runtime/serializer/protobuf``: the 4 bytes
-``k8s\\x00`` then a ``runtime.Unknown`` (1: TypeMeta{1: apiVersion, 2: kind}, 2: raw,
-3: contentEncoding, 4: contentType; gogo-protobuf writes the empty strings too). Encryption follows
+The protobuf envelope is the simulator's (``apisim/k8s_protobuf.py``, k8s.io/apimachinery
+``runtime/serializer/protobuf``), the one its etcd store writes. Encryption follows
 k8s.io/apiserver ``storage/value/encrypt``: ``k8s:enc:<provider>:v1:<key name>:`` then the ciphertext.
 """
 
@@ -13,32 +12,16 @@ import base64
 import json
 import os
 
+from apisim.k8s_protobuf import envelope  # tests/simulator
 from cryptography.hazmat.primitives import padding
 from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from nacl.secret import SecretBox
 
 
-def _varint(number: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = number & 0x7F
-        number >>= 7
-        if number:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field(number: int, payload: bytes) -> bytes:
-    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
-
-
 def protobuf_value(api_version: str, kind: str, raw: bytes = b"\x0a\x00") -> bytes:
-    type_meta = _field(1, api_version.encode()) + _field(2, kind.encode())
-    unknown = _field(1, type_meta) + _field(2, raw) + _field(3, b"") + _field(4, b"")
-    return b"k8s\x00" + unknown
+    """``raw`` (by default an object with empty metadata) in the protobuf envelope."""
+    return envelope(api_version, kind, raw)
 
 
 def json_value(api_version: str, kind: str, **extra) -> bytes:
