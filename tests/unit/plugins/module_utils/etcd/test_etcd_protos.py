@@ -22,8 +22,12 @@ FIELDS = {
     "etcdserverpb.RangeRequest": {"key": 1, "range_end": 2, "limit": 3, "revision": 4, "serializable": 7, "keys_only": 8},
     "etcdserverpb.RangeResponse": {"header": 1, "kvs": 2, "more": 3, "count": 4},
     "etcdserverpb.ResponseHeader": {"revision": 3},
-    "etcdserverpb.StatusResponse": {"header": 1, "version": 2, "dbSize": 3},
+    "etcdserverpb.StatusResponse": {"header": 1, "version": 2, "dbSize": 3, "dbSizeInUse": 9},
     "etcdserverpb.SnapshotResponse": {"header": 1, "remaining_bytes": 2, "blob": 3, "version": 4},
+    "etcdserverpb.PutRequest": {"key": 1, "value": 2, "lease": 3, "prev_kv": 4, "ignore_value": 5, "ignore_lease": 6},
+    "etcdserverpb.RequestOp": {"request_range": 1, "request_put": 2},
+    "etcdserverpb.TxnRequest": {"success": 2, "failure": 3},
+    "etcdserverpb.TxnResponse": {"header": 1, "succeeded": 2, "responses": 3},
     "mvccpb.KeyValue": {"key": 1, "create_revision": 2, "mod_revision": 3, "version": 4, "value": 5, "lease": 6},
 }
 
@@ -38,7 +42,7 @@ def test_field_numbers_are_etcds(message):
 
 def test_method_paths_are_etcds():
     services = {s.full_name: [m.name for m in s.methods] for s in rpc_pb2.DESCRIPTOR.services_by_name.values()}
-    assert services == {"etcdserverpb.KV": ["Range"], "etcdserverpb.Maintenance": ["Status", "Snapshot"]}
+    assert services == {"etcdserverpb.KV": ["Range", "Txn"], "etcdserverpb.Maintenance": ["Status", "Snapshot"]}
     assert etcd_client.RANGE_METHOD == "/etcdserverpb.KV/Range"
 
 
