@@ -43,7 +43,8 @@ def test_field_numbers_are_etcds(message):
 def test_method_paths_are_etcds():
     services = {s.full_name: [m.name for m in s.methods] for s in rpc_pb2.DESCRIPTOR.services_by_name.values()}
     assert services == {"etcdserverpb.KV": ["Range", "Txn"], "etcdserverpb.Maintenance": ["Status", "Snapshot"]}
-    assert etcd_client.RANGE_METHOD == "/etcdserverpb.KV/Range"
+    assert (etcd_client.RANGE_METHOD, etcd_client.STATUS_METHOD, etcd_client.SNAPSHOT_METHOD) == (
+        "/etcdserverpb.KV/Range", "/etcdserverpb.Maintenance/Status", "/etcdserverpb.Maintenance/Snapshot")
 
 
 def test_a_range_answer_round_trips():
@@ -72,9 +73,14 @@ def test_the_committed_files_are_a_fresh_generation(tmp_path):
         assert generated == (REPO / "plugins/module_utils/_etcd/etcdpb" / name).read_text(encoding="utf-8"), name
 
 
-def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(monkeypatch):
+@pytest.mark.parametrize("call", [
+    lambda reader: list(reader.scan(ScanOptions())),
+    lambda reader: reader.status(),
+    lambda reader: reader.snapshot(lambda _piece: None),
+], ids=["scan", "status", "snapshot"])
+def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(monkeypatch, call):
     monkeypatch.setattr(etcd_client, "GRPC_IMPORT_ERROR", ImportError("No module named 'grpc'"))
     reader = etcd_client.EtcdReader(EtcdSettings(endpoints=["http://127.0.0.1:2379"]))
     with pytest.raises(etcd_client.ConfigurationError) as raised:
-        list(reader.scan(ScanOptions()))
+        call(reader)
     assert "grpcio and protobuf are required" in str(raised.value) and "pip install grpcio protobuf" in str(raised.value)
