@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import kv_pb2, rpc_pb2
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 
@@ -43,8 +44,8 @@ def test_field_numbers_are_etcds(message):
 def test_method_paths_are_etcds():
     services = {s.full_name: [m.name for m in s.methods] for s in rpc_pb2.DESCRIPTOR.services_by_name.values()}
     assert services == {"etcdserverpb.KV": ["Range", "Txn"], "etcdserverpb.Maintenance": ["Status", "Snapshot"]}
-    assert (etcd_client.RANGE_METHOD, etcd_client.STATUS_METHOD, etcd_client.SNAPSHOT_METHOD) == (
-        "/etcdserverpb.KV/Range", "/etcdserverpb.Maintenance/Status", "/etcdserverpb.Maintenance/Snapshot")
+    assert (etcd_client.RANGE_METHOD, etcd_client.STATUS_METHOD, etcd_client.SNAPSHOT_METHOD, scratch.TXN_METHOD) == (
+        "/etcdserverpb.KV/Range", "/etcdserverpb.Maintenance/Status", "/etcdserverpb.Maintenance/Snapshot", "/etcdserverpb.KV/Txn")
 
 
 def test_a_range_answer_round_trips():
@@ -73,11 +74,18 @@ def test_the_committed_files_are_a_fresh_generation(tmp_path):
         assert generated == (REPO / "plugins/module_utils/_etcd/etcdpb" / name).read_text(encoding="utf-8"), name
 
 
+class _Workspace:
+    def file(self, name):
+        return f"/nonexistent/{name}"
+
+
 @pytest.mark.parametrize("call", [
     lambda reader: list(reader.scan(ScanOptions())),
     lambda reader: reader.status(),
     lambda reader: reader.snapshot(lambda _piece: None),
-], ids=["scan", "status", "snapshot"])
+    lambda _reader: scratch.ScratchEtcd(_Workspace(), "etcd")._status(2.0),  # the scratch etcd's wait ...
+    lambda _reader: scratch.ScratchEtcd(_Workspace(), "etcd").put_all([(b"k", b"v")]),  # ... and its writes
+], ids=["scan", "status", "snapshot", "scratch-status", "scratch-put"])
 def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(monkeypatch, call):
     monkeypatch.setattr(etcd_client, "GRPC_IMPORT_ERROR", ImportError("No module named 'grpc'"))
     reader = etcd_client.EtcdReader(EtcdSettings(endpoints=["http://127.0.0.1:2379"]))
