@@ -380,6 +380,7 @@ class _Idle:
         self.expired = False
         self._lock = threading.Lock()
         self._stopped = False
+        self._timer: Optional[threading.Timer] = None
         self._arm(seconds)
 
     def _arm(self, delay: float) -> None:
