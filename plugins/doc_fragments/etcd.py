@@ -29,6 +29,10 @@ options:
   etcd_validate_certs:
     description:
       - Verify etcd's TLS certificate against O(etcd_ca_cert) (or the system CAs). Turn off only for tests.
+      - etcd is read through its gRPC API (what C(etcdctl) uses) with the Python packages grpcio and protobuf. With
+        V(false) against an C(https) endpoint, which grpcio cannot do (it always verifies), etcd is read through its
+        JSON gateway with urllib3 instead - the same requests, at several times etcd's CPU per key read. The gateway is
+        also used with a member that answers but not in gRPC (no HTTP/2, as through a proxy that speaks HTTP/1.1 only).
     type: bool
     default: true
   etcd_request_timeout:

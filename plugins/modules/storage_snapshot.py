@@ -12,7 +12,9 @@ description:
     cannot decode, for example) is the etcd snapshot taken before the first host was touched. This module makes sure one
     exists.
   - Takes it through etcd's maintenance Snapshot stream (the same bytes as C(etcdctl snapshot save); a read, nothing is
-    written to etcd), into O(dest) with mode 0600, through a partial file renamed only once it is whole.
+    written to etcd), into O(dest) with mode 0600, through a partial file renamed only once it is whole. The stream is
+    etcd's gRPC C(Maintenance/Snapshot), as C(etcdctl) reads it; with O(etcd_validate_certs=false) against https (which
+    grpcio cannot do), or a member that does not answer in gRPC, its JSON gateway (C(/v3/maintenance/snapshot)).
   - A file already at O(dest) (or one this module took beside it) is kept as the way back only when it is proven this
     cluster's and current - the UID of the C(kube-system) namespace in its restored copy is the live etcd's (etcd's
     cluster and member IDs cannot tell - a restore writes new ones), and no revision was written since it was taken, or

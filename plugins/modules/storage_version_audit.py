@@ -104,10 +104,11 @@ notes:
     records there.
   - Encryption keys from O(encryption_config) stay in the module's memory to decrypt locally; they, values and
     decrypted contents are never logged or returned. KMS v1/v2 values are reported by plugin name, never decrypted.
-  - etcd is read through its gRPC API (C(etcdserverpb.KV/Range), what C(etcdctl) uses) with the Python packages grpcio
-    and protobuf (the collection's C(requirements.txt)); where a member does not speak gRPC to it (no HTTP/2, a proxy) or
-    with O(etcd_validate_certs=false) (grpcio always verifies), through etcd's JSON gateway (C(POST /v3/kv/range)) with
-    urllib3, which costs etcd about 6 times the CPU per key.
+  - etcd is read through its gRPC API (C(etcdserverpb.KV/Range), and C(Maintenance/Status) for RV(etcd_space), what
+    C(etcdctl) uses) with the Python packages grpcio and protobuf (the collection's C(requirements.txt)); where a member
+    does not speak gRPC to it (no HTTP/2, a proxy) or with O(etcd_validate_certs=false) against https (grpcio always
+    verifies), through etcd's JSON gateway (C(POST /v3/kv/range), C(/v3/maintenance/status)) with urllib3, which costs
+    etcd about 6 times the CPU per key.
   - Decrypting secretbox values needs the Python package PyNaCl; aescbc and aesgcm need cryptography.
 seealso:
   - module: kubeupgrade.storage.storage_state

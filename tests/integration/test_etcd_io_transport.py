@@ -1,14 +1,17 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
 """The audit's reader against a real etcd, through gRPC and through the JSON gateway: the same (key, value) sequence
-as one unbounded range, one revision across bounded windows, compaction named, the gateway where gRPC cannot be had.
-Correctness only: the speed is measured by benchmarks/bench_audit.py, never asserted."""
+as one unbounded range, one revision across bounded windows, compaction named, the gateway where gRPC cannot be had;
+the member's status and snapshot by the same rule. Correctness only: the speed is measured by benchmarks/bench_audit.py,
+never asserted."""
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import random
 
+import etcd_fixture
 import grpc
 import pytest
 from etcd_fixture import free_port
@@ -157,3 +160,70 @@ def test_a_proxy_in_the_environment_is_not_used(etcd_plain, monkeypatch):
 def test_an_unknown_transport_is_refused(etcd_plain):
     with pytest.raises(etcd_client.ConfigurationError, match="transport must be one of auto, grpc, gateway"):
         list(EtcdReader(_settings(etcd_plain)).scan(ScanOptions(transport="http3")))
+
+
+# --- the member's status and snapshot: the same rule ------------------------------------------------------------
+
+
+@pytest.fixture(params=[(None, False), (None, True), ("3.5", True)], ids=["plain", "tls", "3.5-tls"])
+def member(request, tmp_path):
+    """Debian's etcd 3.4 (plain and TLS with client certificates) and etcd 3.5 (TLS)."""
+    version, tls = request.param
+    yield from etcd_fixture.serve(tmp_path / "etcd", tls=tls, version=version)
+
+
+def _snapshot(reader, transport="auto"):
+    pieces = []
+    taken = reader.snapshot(pieces.append, transport=transport)
+    data = b"".join(pieces)
+    assert taken["bytes"] == len(data) and hashlib.sha256(data[:-32]).digest() == data[-32:], taken  # etcd's trailer
+    return taken, len(pieces)
+
+
+def test_status_and_snapshot_read_the_same_through_grpc_and_the_gateway(member):
+    """gRPC by default (no urllib3 pool is ever made), the gateway when asked: the same status, as ints, and a whole
+    snapshot either way."""
+    _put(member, _store()[:400])
+    grpc_reader = EtcdReader(_settings(member))
+    status = grpc_reader.status()
+    assert grpc_reader._gateway is None and grpc_reader.endpoint == member.url
+    assert status["dbSize"] >= status["dbSizeInUse"] > 0 and status["header"]["revision"] > 1, status
+    assert status["version"].startswith(member.version or "3.4."), status
+    gateway_reader = EtcdReader(_settings(member))
+    through_gateway = gateway_reader.status(transport="gateway")
+    assert gateway_reader._gateway is not None
+    assert {key: type(value) for key, value in through_gateway.items()} == {key: type(value) for key, value in status.items()}
+    assert through_gateway["header"]["revision"] == status["header"]["revision"], (status, through_gateway)
+
+    taken, pieces = _snapshot(grpc_reader)
+    assert grpc_reader._gateway is None and pieces > 1  # etcd's 32 KiB pieces, each one SnapshotResponse
+    assert taken["revision_before"] == status["header"]["revision"] and taken["etcd_version"] == status["version"], taken
+    assert _snapshot(gateway_reader, "gateway")[0]["bytes"] == taken["bytes"]
+
+
+def test_without_certificate_validation_the_status_and_snapshot_go_through_the_gateway(etcd_tls):
+    _put(etcd_tls, _store()[:100])
+    reader = EtcdReader(_settings(etcd_tls, ca_cert=None, validate_certs=False))
+    assert reader.status()["dbSize"] > 0 and reader._gateway is not None
+    assert _snapshot(reader)[0]["bytes"] > 0
+
+
+def test_a_status_or_snapshot_without_http2_goes_through_the_gateway(etcd_tls, monkeypatch):
+    def no_http2(channel):
+        raise _NoHttp2()
+
+    monkeypatch.setattr(etcd_client._GrpcChannel, "status", no_http2)
+    reader = EtcdReader(_settings(etcd_tls))
+    assert reader.status()["dbSize"] > 0 and reader._gateway is not None
+    assert _snapshot(EtcdReader(_settings(etcd_tls)))[0]["bytes"] > 0
+    with pytest.raises(EtcdError) as raised:
+        EtcdReader(_settings(etcd_tls)).status(transport="grpc")
+    assert f"etcd at {etcd_tls.url} answered, but not in gRPC" in str(raised.value) and "ALPN h2" in str(raised.value)
+
+
+def test_a_status_from_no_member_names_each_and_skips_the_dead_one(etcd_plain):
+    dead = f"http://127.0.0.1:{free_port()}"
+    reader = EtcdReader(_settings(etcd_plain, endpoints=[dead, etcd_plain.url]))
+    assert reader.status()["dbSize"] > 0 and reader.endpoint == etcd_plain.url and reader._gateway is None
+    with pytest.raises(EtcdError, match=rf"etcd at {dead} is unreachable"):
+        EtcdReader(_settings(etcd_plain, endpoints=[dead], timeout=3.0)).status()

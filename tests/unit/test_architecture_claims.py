@@ -285,7 +285,7 @@ def test_third_party_imports_are_guarded():
     the package (imported at first use, so a module loads without it)."""
     unguarded, lazy = [], set()
     for path in sorted(PLUGINS.rglob("*.py")):
-        if path.name.endswith("_pb2.py"):  # protoc's code, imported only inside the etcd client's guard (checked below)
+        if path.name.endswith("_pb2.py"):  # protoc's code, imported only inside the etcd layer's guards (checked below)
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"))
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
@@ -311,12 +311,13 @@ def test_third_party_imports_are_guarded():
     generated = [f"{path.relative_to(REPO)}:{node.lineno}" for path in sorted(PLUGINS.rglob("*.py")) if not path.name.endswith("_pb2.py")
                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                  if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(".etcdpb")]
-    assert generated == ["plugins/module_utils/_etcd/client.py:" + str(_etcdpb_import_line())], generated
+    # the etcd client, and the scratch etcd's writes (KV/Txn, over the client's channel)
+    assert generated == [f"plugins/module_utils/_etcd/{name}.py:{_etcdpb_import_line(name)}" for name in ("client", "scratch")], generated
 
 
-def _etcdpb_import_line():
-    """The line of the etcd client's import of the generated messages, which must sit in the ``try`` that guards grpcio."""
-    path = MODULE_UTILS / "_etcd" / "client.py"
+def _etcdpb_import_line(name):
+    """The line of ``_etcd/<name>.py``'s import of the generated messages, which must sit in the ``try`` that guards grpcio."""
+    path = MODULE_UTILS / "_etcd" / f"{name}.py"
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.Try) and any("ImportError" in ast.dump(h.type) for h in node.handlers):

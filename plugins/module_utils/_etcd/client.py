@@ -2,14 +2,16 @@
 """The etcd client: paged, read-only range reads of etcd's v3 API under a prefix, and a member's status and snapshot.
 The audit, the rehearsal and the snapshot read etcd through here.
 
-Two transports, one scan. By default the pages are read from etcd's gRPC API (``etcdserverpb.KV/Range``, what
-``etcdctl`` uses) through ``grpcio``, with the messages generated from etcd's ``rpc.proto`` and ``kv.proto`` (the subset
-in ``etcdpb/``). Where gRPC cannot be spoken with a member that answers (a TLS handshake that does not agree on HTTP/2,
-as through a proxy that speaks HTTP/1.1 only, or ``validate_certs: false``, which grpcio cannot do), the same pages are
-read from etcd's JSON gateway (``POST /v3/kv/range``, etcd 3.4+) through urllib3, the HTTP stack the collection already
-ships with. The gateway costs etcd about 20 times the CPU per key (it marshals every key and value to JSON):
-``benchmarks/bench_audit.py`` measures both against ``etcdctl``. ``ScanOptions.transport`` forces one. The member's
-status and snapshot are read through the gateway.
+Two transports, one rule. By default everything is read from etcd's gRPC API, what ``etcdctl`` uses: the pages
+(``etcdserverpb.KV/Range``), the member's status (``Maintenance/Status``) and its snapshot (``Maintenance/Snapshot``, a
+server stream), through ``grpcio``, with the messages generated from etcd's ``rpc.proto`` and ``kv.proto`` (the subset in
+``etcdpb/``). etcd's JSON gateway (``POST /v3/kv/range``, ``/v3/maintenance/status``, ``/v3/maintenance/snapshot``,
+etcd 3.4+), through urllib3, the HTTP stack the collection already ships with, is used only where gRPC cannot be spoken:
+against https with ``validate_certs: false`` (grpcio cannot skip the certificate check), and with a member that
+answers but not in gRPC (a TLS handshake that does not agree on HTTP/2, as through a proxy that speaks HTTP/1.1 only).
+The gateway costs etcd about 20 times the CPU per key (it marshals every key and value to JSON):
+``benchmarks/bench_audit.py`` measures both against ``etcdctl``. ``ScanOptions.transport`` (and the ``transport``
+argument of ``status`` and ``snapshot``) forces one.
 
 Each page asks for at most ``page_size`` keys in ``[key, range_end)``, continues from the last key + ``\\x00``, and pins
 the revision of the first page, so the whole scan is one consistent snapshot that never blocks writers. The first page
@@ -27,6 +29,8 @@ import json
 import os
 import re
 import ssl
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Iterator, Optional, Tuple
 from urllib.parse import urlsplit
@@ -37,6 +41,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import 
 
 try:
     import grpc
+    from google.protobuf import json_format
 
     from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import rpc_pb2
 
@@ -55,7 +60,10 @@ RANGE_PATH = "/v3/kv/range"
 METRICS_PATH = "/metrics"  # read-only: Prometheus text, served on the client URL unless --listen-metrics-urls moves it
 STATUS_PATH = "/v3/maintenance/status"  # read-only: the member's database size and revision
 SNAPSHOT_PATH = "/v3/maintenance/snapshot"  # read-only: the whole backend, streamed (what `etcdctl snapshot save` reads)
-RANGE_METHOD = "/etcdserverpb.KV/Range"  # the gRPC method behind RANGE_PATH
+RANGE_METHOD = "/etcdserverpb.KV/Range"  # the gRPC methods behind RANGE_PATH, STATUS_PATH and SNAPSHOT_PATH
+STATUS_METHOD = "/etcdserverpb.Maintenance/Status"
+SNAPSHOT_METHOD = "/etcdserverpb.Maintenance/Snapshot"
+_REQUESTS = {RANGE_PATH: "range read", STATUS_PATH: "status request", SNAPSHOT_PATH: "snapshot request"}  # in errors
 TRANSPORTS = ("auto", "grpc", "gateway")
 
 
@@ -79,7 +87,7 @@ def _b64(data: bytes) -> str:
 
 
 class EtcdReader:
-    """Range reads against the first endpoint that answers; ``revision``/``endpoint`` tell what was read."""
+    """Range reads, status and snapshot of the first endpoint that answers; ``revision``/``endpoint`` tell what was read."""
 
     def __init__(self, settings: EtcdSettings):
         self.settings = settings
@@ -91,7 +99,7 @@ class EtcdReader:
 
     @property
     def _pool(self):
-        """urllib3's pool for the JSON gateway, made at its first request (a gRPC scan needs no urllib3)."""
+        """urllib3's pool for the JSON gateway and the metrics, made at its first request (gRPC needs no urllib3)."""
         if self._gateway is None:
             if not HAS_URLLIB3:
                 raise ConfigurationError("the Python package urllib3 is required to read etcd's JSON gateway; install it on the "
@@ -114,27 +122,35 @@ class EtcdReader:
         return self._gateway
 
     def _post(self, endpoint: str, body: dict, path: str = RANGE_PATH) -> dict:
+        mid_scan = self.pages > 0 and path == RANGE_PATH
         try:
             response = self._pool.request("POST", endpoint + path, body=json.dumps(body).encode(),
                                           headers={"Content-Type": "application/json"}, preload_content=True)
         except urllib3.exceptions.HTTPError as error:
-            raise _transport_error(endpoint, error, self.settings, mid_scan=self.pages > 0) from None
+            raise _transport_error(endpoint, error, self.settings, mid_scan=mid_scan) from None
         try:
-            return _parse_response(endpoint, response.status, response.data)
+            return _parse_response(endpoint, response.status, response.data, path)
         except EtcdError as error:
-            if self.pages and "compacted" not in str(error):
+            if mid_scan and "compacted" not in str(error):
                 raise _mid_scan_error(endpoint, str(error), error.details) from None
             raise
 
     def db_size(self) -> Optional[int]:
         """The size in bytes of the first answering member's database (what a copy of it needs), None if not said."""
-        status = self.status()
-        size = status.get("dbSize")
-        return int(size) if size is not None else None
+        return self.status().get("dbSize")
 
-    def status(self) -> dict:
-        """The first answering member's status: ``dbSize``, ``header.revision``, ``version``."""
-        return self._first_page({}, STATUS_PATH)
+    def status(self, transport: str = "auto") -> dict:
+        """The first answering member's status (``Maintenance/Status``) as etcd's JSON names it: ``dbSize``,
+        ``dbSizeInUse``, ``header.revision`` (ints, absent when 0) and ``version``. Through gRPC, or the JSON gateway by
+        the scan's rule (``transport``, see ``_first_answer``)."""
+        channel, status = self._status(transport)
+        if channel is not None:
+            channel.close()
+        return status
+
+    def _status(self, transport: str):
+        return self._first_answer(transport, STATUS_PATH, lambda channel: channel.status(),
+                                  lambda endpoint: _status_document(self._post(endpoint, {}, STATUS_PATH)))
 
     def quota_bytes(self) -> Optional[int]:
         """The member's space quota (``--quota-backend-bytes`` as it applies it), from the ``etcd_server_quota_backend_bytes``
@@ -148,11 +164,26 @@ class EtcdReader:
             return None
         return quota_from_metrics(response.data.decode("utf-8", "replace"))
 
-    def snapshot(self, write: Callable[[bytes], None]) -> dict:
-        """Stream the first answering member's backend into ``write`` (etcd's own snapshot: the same bytes as
-        ``etcdctl snapshot save``, ending with their sha256). Returns the endpoint, the revision just before, bytes."""
-        status = self.status()
+    def snapshot(self, write: Callable[[bytes], None], transport: str = "auto") -> dict:
+        """Stream the first answering member's backend into ``write`` (etcd's own snapshot, ``Maintenance/Snapshot``: the
+        same bytes as ``etcdctl snapshot save``, ending with their sha256). Returns the endpoint, the revision just
+        before, bytes. The status, then the stream on the same channel (or both through the gateway, by the scan's rule);
+        each wait for the next piece is bounded by the settings' timeout, the whole stream is not."""
+        channel, status = self._status(transport)
         endpoint = self.endpoint
+        if channel is None:
+            size = self._gateway_snapshot(endpoint, write)
+        else:
+            try:
+                size = _grpc_snapshot(endpoint, channel, write)
+            finally:
+                channel.close()
+        return {"endpoint": endpoint, "revision_before": status["header"].get("revision", 0), "bytes": size,
+                "etcd_version": status.get("version")}
+
+    def _gateway_snapshot(self, endpoint: str, write: Callable[[bytes], None]) -> int:
+        """The snapshot through the gateway: a stream of JSON lines, each a base64 piece (urllib3's read timeout bounds
+        each wait)."""
         try:
             response = self._pool.request("POST", endpoint + SNAPSHOT_PATH, body=b"{}", headers={"Content-Type": "application/json"},
                                           preload_content=False)
@@ -163,7 +194,7 @@ class EtcdReader:
         size = 0
         try:
             if response.status != 200:
-                _parse_response(endpoint, response.status, response.read())
+                _parse_response(endpoint, response.status, response.read(), SNAPSHOT_PATH)
             pending = b""
             for chunk in response.stream(1 << 20):
                 pending += chunk
@@ -175,20 +206,7 @@ class EtcdReader:
             raise _stream_closed(endpoint, size, error) from None
         finally:
             response.release_conn()
-        return {"endpoint": endpoint, "revision_before": int((status.get("header") or {}).get("revision", 0)), "bytes": size,
-                "etcd_version": status.get("version")}
-
-    def _first_page(self, body: dict, path: str = RANGE_PATH) -> dict:
-        failures = []
-        for endpoint in self.settings.endpoints:
-            try:
-                page = self._post(endpoint, body, path)
-            except EtcdError as error:
-                failures.append(error)
-                continue
-            self.endpoint = endpoint
-            return page
-        raise _all_failed(failures, self.settings)
+        return size
 
     def scan(self, options: ScanOptions) -> Iterator[Tuple[bytes, bytes]]:
         """Yield (key, value) of every key under ``options.prefix``, in key order, page by page, at one revision.
@@ -197,27 +215,23 @@ class EtcdReader:
         overlap; at most one request is ever in flight. gRPC first (see the module's doc), the JSON gateway where gRPC
         cannot be spoken with a member that answers; ``transport`` tells which one read.
         """
-        if options.transport not in TRANSPORTS:
-            raise ConfigurationError(f"the etcd transport must be one of {', '.join(TRANSPORTS)}, got {options.transport!r}")
         prefix = options.prefix.encode("utf-8")
         end = prefix_range_end(prefix)
         windows = _Windows(prefix, end, options.page_size)
         throttle = _Throttle(options)
-        first = None
-        if options.transport != "gateway":
-            channel, first = self._first_grpc_page(prefix, end, options)
-            if channel is not None:
-                self.transport = "grpc"
-                try:
-                    yield from self._pages(first, _GrpcFetch(self, channel, options), windows, throttle)
-                finally:
-                    channel.close()
-                return
+        channel, first = self._first_answer(options.transport, RANGE_PATH,
+                                            lambda channel: channel.range(_range_request(prefix, end, options, 0)),
+                                            lambda endpoint: _gateway_page(self._post(endpoint, _gateway_body(prefix, end, options, 0))))
+        if channel is not None:
+            self.transport = "grpc"
+            try:
+                yield from self._pages(first, _GrpcFetch(self, channel, options), windows, throttle)
+            finally:
+                channel.close()
+            return
         self.transport = "gateway"
         fetch = _GatewayFetch(self, options)
         try:
-            if first is None:
-                first = _gateway_page(self._first_page(_gateway_body(prefix, end, options, 0)))
             yield from self._pages(first, fetch, windows, throttle)
         finally:
             fetch.close()
@@ -235,47 +249,50 @@ class EtcdReader:
                 return
             page = fetch.receive(following)
 
-    def _first_grpc_page(self, prefix: bytes, end: bytes, options: ScanOptions):
-        """(channel, first page) from the first endpoint that answers over gRPC, or (None, the gateway's first page).
+    def _first_answer(self, transport: str, path: str, ask_grpc: Callable, ask_gateway: Callable[[str], object]):
+        """(channel, answer) from the first endpoint that answers over gRPC, or (None, the JSON gateway's answer): the one
+        rule of the scan, the status and the snapshot.
 
-        An endpoint that cannot be reached at all (refused, timed out) is skipped as the gateway would skip it; one that
-        answers but not in gRPC (TLS or HTTP/2 trouble) is asked through the gateway, which reads or says why not.
+        ``auto``: gRPC, except against https with ``validate_certs: false`` (grpcio cannot skip the certificate check),
+        which the gateway reads. An endpoint that cannot be reached at all (refused, timed out) is skipped as the gateway
+        would skip it; one that answers but not in gRPC (TLS or HTTP/2 trouble: a proxy that speaks HTTP/1.1 only) is
+        asked through the gateway, which reads or says why not. ``grpc`` and ``gateway`` ask through that one only.
         """
-        request = _range_request(prefix, end, options, 0)
+        if transport not in TRANSPORTS:
+            raise ConfigurationError(f"the etcd transport must be one of {', '.join(TRANSPORTS)}, got {transport!r}")
         failures = []
         for endpoint in self.settings.endpoints:
-            gateway = options.transport == "auto" and not self.settings.validate_certs and _https(endpoint)
-            channel = None
-            if not gateway:
+            if transport == "grpc" or (transport == "auto" and (self.settings.validate_certs or not _https(endpoint))):
                 channel = _GrpcChannel(endpoint, self.settings)
                 try:
-                    page = channel.range(request)
+                    answer = ask_grpc(channel)
                 except grpc.RpcError as error:
                     channel.close()
                     kind = _grpc_failure_kind(error)
                     if kind == "etcd":
                         failures.append(_range_error(endpoint, error.details() or "", {"endpoint": endpoint,
-                                                                                       "grpc_status": error.code().name}))
+                                                                                       "grpc_status": error.code().name},
+                                                     _REQUESTS[path]))
                         continue
-                    if kind == "unreachable" or options.transport == "grpc":
+                    if kind == "unreachable" or transport == "grpc":
                         failures.append(_grpc_transport_error(endpoint, error, self.settings, kind))
                         continue
-                    gateway = True
-            if gateway:
-                try:
-                    page = _gateway_page(self._post(endpoint, _gateway_body(prefix, end, options, 0)))
-                except EtcdError as refused:
-                    failures.append(refused)
-                    continue
-                self.endpoint = endpoint
-                return None, page
+                else:
+                    self.endpoint = endpoint
+                    return channel, answer
+            try:
+                answer = ask_gateway(endpoint)
+            except EtcdError as refused:
+                failures.append(refused)
+                continue
             self.endpoint = endpoint
-            return channel, page
+            return None, answer
         raise _all_failed(failures, self.settings)
 
 
 class _GrpcChannel:
-    """One grpcio channel to one member; ``range`` reads a page, ``send``/``receive`` one page ahead."""
+    """One grpcio channel to one member; ``range`` reads a page, ``send``/``receive`` one page ahead, ``status`` and
+    ``snapshot`` the maintenance calls; ``unary`` makes any other call (the scratch etcd's ``KV/Txn``, ``scratch.py``)."""
 
     def __init__(self, endpoint: str, settings: EtcdSettings):
         if GRPC_IMPORT_ERROR is not None:
@@ -292,8 +309,10 @@ class _GrpcChannel:
             self._channel = grpc.secure_channel(target, _grpc_credentials(settings), options=options)
         else:
             self._channel = grpc.insecure_channel(target, options=options)
-        self._range = self._channel.unary_unary(RANGE_METHOD, request_serializer=rpc_pb2.RangeRequest.SerializeToString,
-                                                response_deserializer=rpc_pb2.RangeResponse.FromString)
+        self._range = self.unary(RANGE_METHOD, rpc_pb2.RangeRequest, rpc_pb2.RangeResponse)
+        self._status = self.unary(STATUS_METHOD, rpc_pb2.StatusRequest, rpc_pb2.StatusResponse)
+        self._snapshot = self._channel.unary_stream(SNAPSHOT_METHOD, request_serializer=rpc_pb2.SnapshotRequest.SerializeToString,
+                                                    response_deserializer=rpc_pb2.SnapshotResponse.FromString)
         self.timeout = settings.timeout
         self._ahead = None  # the worker thread that waits for the page requested ahead
 
@@ -302,8 +321,22 @@ class _GrpcChannel:
             self._ahead.shutdown(wait=False)
         self._channel.close()
 
+    def unary(self, method: str, request_type, response_type):
+        """grpcio's callable for the unary call ``method`` (``/package.Service/Method``) with these messages."""
+        return self._channel.unary_unary(method, request_serializer=request_type.SerializeToString,
+                                         response_deserializer=response_type.FromString)
+
     def range(self, request) -> _RangePage:
         return _page(self._range(request, timeout=self.timeout))
+
+    def status(self) -> dict:
+        answer = self._status(rpc_pb2.StatusRequest(), timeout=self.timeout)
+        return _status_document(json_format.MessageToDict(answer, preserving_proto_field_name=True))
+
+    def snapshot(self):
+        """etcd's snapshot stream: grpcio's call, an iterator of ``SnapshotResponse`` that ``cancel`` ends. It has no
+        deadline (a large database streams as long as it takes); ``_Idle`` bounds each wait for the next piece."""
+        return self._snapshot(rpc_pb2.SnapshotRequest())
 
     def send(self, request):
         """The next page, asked for now and waited for on one worker thread: a blocking call there costs less than
@@ -319,6 +352,85 @@ class _GrpcChannel:
 
 def _page(response) -> _RangePage:
     return _RangePage(response.header.revision, [(kv.key, kv.value) for kv in response.kvs], response.more, response.count)
+
+
+_STATUS_INTEGERS = ("dbSize", "dbSizeInUse", "leader", "raftIndex", "raftTerm", "raftAppliedIndex")
+_HEADER_INTEGERS = ("cluster_id", "member_id", "revision", "raft_term")
+
+
+def _status_document(document: dict) -> dict:
+    """A member's status as etcd's JSON names it (the gateway's answer, or protobuf's JSON mapping of the gRPC one, both
+    without the fields at 0), its integers as ints: both write 64-bit integers as strings."""
+    status = dict(document)
+    status["header"] = {key: int(value) if key in _HEADER_INTEGERS else value for key, value in (status.get("header") or {}).items()}
+    for key in _STATUS_INTEGERS:
+        if key in status:
+            status[key] = int(status[key])
+    return status
+
+
+class _Idle:
+    """Cancels a streaming call that waits more than ``seconds`` for its next message (what the gateway's read timeout
+    did), with no bound on the whole stream. ``since`` is when the wait began, None while a message is handled. One
+    timer at a time, started again only when it fires early, so a message costs two assignments."""
+
+    def __init__(self, call, seconds: float, clock: Callable[[], float] = time.monotonic):
+        self.call, self.seconds, self.clock = call, seconds, clock
+        self.since: Optional[float] = clock()
+        self.expired = False
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._timer: Optional[threading.Timer] = None
+        self._arm(seconds)
+
+    def _arm(self, delay: float) -> None:
+        self._timer = threading.Timer(delay, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._stopped:
+                return
+            since = self.since
+            waited = 0.0 if since is None else self.clock() - since
+            if waited < self.seconds:
+                self._arm(self.seconds - waited)
+                return
+            self.expired = True
+        self.call.cancel()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            self._timer.cancel()
+
+
+def _grpc_snapshot(endpoint: str, channel: _GrpcChannel, write: Callable[[bytes], None]) -> int:
+    """Each ``SnapshotResponse.blob`` into ``write``; the bytes written. The stream ending early is said as such."""
+    call = channel.snapshot()
+    idle = _Idle(call, channel.timeout)
+    size = 0
+    try:
+        for piece in call:
+            idle.since = None
+            write(piece.blob)
+            size += len(piece.blob)
+            idle.since = idle.clock()
+    except grpc.RpcError as error:
+        code, details = error.code(), error.details() or ""
+        if idle.expired:
+            raise _stream_closed(endpoint, size, f"nothing received for {channel.timeout:g} s") from None
+        if _grpc_failure_kind(error) == "etcd" and code != grpc.StatusCode.CANCELLED:
+            raise EtcdError(f"etcd at {endpoint} failed while sending the snapshot: {details}",
+                            details={"endpoint": endpoint, "bytes": size, "grpc_status": code.name}) from None
+        # It answered its status on this channel a moment ago: TLS and the certificates work, so the stream ending now
+        # is etcd going away, not a certificate problem.
+        raise _stream_closed(endpoint, size, f"gRPC {code.name}: {details}") from None
+    finally:
+        idle.stop()
+        call.cancel()
+    return size
 
 
 def _range_request(key: bytes, range_end: bytes, options: ScanOptions, revision: int):
@@ -433,7 +545,7 @@ def _stream_closed(endpoint: str, size: int, error) -> EtcdError:
                      "etcd runs and take the snapshot again", details={"endpoint": endpoint, "bytes": size})
 
 
-def _parse_response(endpoint: str, status: int, data: bytes) -> dict:
+def _parse_response(endpoint: str, status: int, data: bytes, path: str = RANGE_PATH) -> dict:
     try:
         document = json.loads(data)
     except ValueError:
@@ -443,19 +555,19 @@ def _parse_response(endpoint: str, status: int, data: bytes) -> dict:
     message = (document or {}).get("message") or (document or {}).get("error") if isinstance(document, dict) else None
     message = message or data[:200].decode("utf-8", "replace").strip() or f"HTTP {status}"
     if status == 404 and "compacted" not in message:
-        raise EtcdError(f"{endpoint}{RANGE_PATH} answered 404: this is not an etcd 3.4+ client URL (check etcd_endpoints; "
+        raise EtcdError(f"{endpoint}{path} answered 404: this is not an etcd 3.4+ client URL (check etcd_endpoints; "
                         "kubeadm's etcd listens on https://<node>:2379)", details={"endpoint": endpoint, "status": status})
-    raise _range_error(endpoint, message, {"endpoint": endpoint, "status": status})
+    raise _range_error(endpoint, message, {"endpoint": endpoint, "status": status}, _REQUESTS[path])
 
 
-def _range_error(endpoint: str, message: str, details: dict) -> EtcdError:
-    """etcd answered a range read with an error (the gateway's JSON or a gRPC status): the same words for both."""
-    if "compacted" in message:
+def _range_error(endpoint: str, message: str, details: dict, request: str = "range read") -> EtcdError:
+    """etcd answered a request with an error (the gateway's JSON or a gRPC status): the same words for both."""
+    if "compacted" in message and request == "range read":
         return EtcdError(f"etcd at {endpoint} compacted the revision the audit was reading ({message}): the scan is not "
                          "complete and reports nothing; run the audit again, and if it recurs let it read faster (a higher "
                          "pages_per_second, or 0 for no throttle): the apiserver compacts every 5 minutes by default",
                          details=details)
-    return EtcdError(f"etcd at {endpoint} refused the range read: {message}", details=details)
+    return EtcdError(f"etcd at {endpoint} refused the {request}: {message}", details=details)
 
 
 def _mid_scan_error(endpoint: str, reason: str, details: Optional[dict] = None) -> EtcdError:

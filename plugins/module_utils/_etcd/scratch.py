@@ -8,16 +8,15 @@ It records the module's pid and every child's pid; a later run removes what a ki
 owner is gone), stopping only processes whose command line still names that directory. Children
 die with the module (``PR_SET_PDEATHSIG``). Nothing listens beyond 127.0.0.1, and no key, value,
 token or credential is written to the output: only the apiserver's error lines are ever shown.
-This is the only code that writes to an etcd, and only to the scratch one it started.
+This is the only code that writes to an etcd, and only to the scratch one it started: puts in ``KV/Txn`` transactions
+over gRPC (its client URL is always plain http on loopback, so gRPC can always be spoken; no JSON gateway here), with
+``client.py``'s channel and the messages of ``etcdpb/``.
 """
 
 from __future__ import annotations
 
-import base64
 import ctypes
 import glob
-import http.client
-import json
 import os
 import shutil
 import signal
@@ -28,18 +27,29 @@ import time
 from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import versions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader, _GrpcChannel
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.versions import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import process_running
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
+
+try:
+    import grpc
+
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import rpc_pb2
+except ImportError:  # pragma: no cover - _GrpcChannel names grpcio and protobuf, and how to install them, before any call
+    pass
 
 PREFIX = "kubeupgrade-rehearsal-"
 OWNER = "owner.pid"
 CHILDREN = "children.pids"
 TXN_OPS = 1000  # puts per transaction into the scratch etcd (its --max-txn-ops is raised to match)
 TXN_BYTES = 8 << 20
+TXN_METHOD = "/etcdserverpb.KV/Txn"  # the one write the collection makes, into its own scratch etcd
+WRITE_TIMEOUT = 120.0  # seconds for the scratch etcd to apply one transaction
 QUOTA_BYTES = 8 << 30  # the scratch etcd's backend quota: etcd's recommended maximum, room for any copy
-STATUS = "/v3/maintenance/status"  # the etcd JSON gateway's status call: it answers once the member serves clients
+STATUS_TIMEOUT = 2.0  # seconds for one status call (Maintenance/Status) while the scratch etcd starts: it answers once it serves clients
 ETCD_POLL = 0.2  # seconds between two status calls while the scratch etcd starts
 EXITED, ANSWERED, STARTING = "exited", "answered", "starting"
 UNNAMED_GRACE = 60.0  # seconds a workspace without its owner file is taken for one being made, not a killed run's
@@ -300,10 +310,9 @@ class ScratchEtcd:
                 if not self.restored:  # a restored member keeps the peer URL it was restored with
                     self.peer_port = free_port()
                 continue
-            lines = [line for line in self.workspace.log_text("etcd.log").splitlines() if line.strip()]
             exited = self.process.poll() is not None
             how = f"exited at start (exit {self.process.returncode})" if exited else f"did not answer within {timeout:.0f} s"
-            raise ScratchError(f"the scratch etcd ({self.binary}) {how}: {lines[-1][:300] if lines else 'no message'}")
+            raise ScratchError(f"the scratch etcd ({self.binary}) {how}: {self._last_log_line()}")
 
     def summary(self, restore_tool: Optional[str] = None) -> dict:
         """What the copy ran on, as both modules return it (``scratch_etcd``): the binary, the version it reported, the
@@ -329,46 +338,52 @@ class ScratchEtcd:
             if self.process.poll() is not None or PORT_TAKEN in self.workspace.log_text("etcd.log"):
                 return EXITED
             try:
-                self._request(STATUS, {}, timeout=2.0)
+                self._status(STATUS_TIMEOUT)
                 return ANSWERED
-            except (OSError, http.client.HTTPException, ScratchError, ValueError):
+            except EtcdError:
                 return STARTING
 
         return poll_past(fetch, STARTING, timeout, ETCD_POLL, clock, sleep) == ANSWERED
 
-    def _request(self, path: str, body: dict, connection=None, timeout: float = 120.0) -> dict:
-        own = connection is None
-        connection = connection or http.client.HTTPConnection("127.0.0.1", self.client_port, timeout=timeout)
-        try:
-            connection.request("POST", path, body=json.dumps(body), headers={"Content-Type": "application/json"})
-            response = connection.getresponse()
-            data = response.read()
-        finally:
-            if own:
-                connection.close()
-        if response.status != 200:
-            raise ScratchError(f"the scratch etcd refused {path}: HTTP {response.status} {data[:200]!r}")
-        return json.loads(data)
+    def _status(self, timeout: float) -> dict:
+        """Its status over gRPC (an EtcdError while it does not answer); a new channel each time, so that none waits out
+        grpcio's reconnection backoff after the refusals of a member still starting."""
+        return EtcdReader(EtcdSettings(endpoints=[self.url], timeout=timeout)).status(transport="grpc")
 
     def put_all(self, pairs: Iterable[Tuple[bytes, bytes]], progress: Optional[Callable[[int], None]] = None) -> Tuple[int, int]:
-        """Write every (key, value) in transactions of up to TXN_OPS puts; returns (keys, bytes)."""
-        connection = http.client.HTTPConnection("127.0.0.1", self.client_port, timeout=120)
+        """Write every (key, value) in ``KV/Txn`` transactions of up to TXN_OPS puts (or TXN_BYTES); returns (keys, bytes)."""
+        channel = _GrpcChannel(self.url, EtcdSettings(endpoints=[self.url], timeout=WRITE_TIMEOUT))
+        txn = channel.unary(TXN_METHOD, rpc_pb2.TxnRequest, rpc_pb2.TxnResponse)
+        put, operation = rpc_pb2.PutRequest, rpc_pb2.RequestOp
         batch, size, keys, total = [], 0, 0, 0
-        b64 = base64.b64encode
         try:
             for key, value in pairs:
-                batch.append({"requestPut": {"key": b64(key).decode("ascii"), "value": b64(value).decode("ascii")}})
+                batch.append(operation(request_put=put(key=key, value=value)))
                 size += len(key) + len(value)
                 keys += 1
                 if len(batch) >= TXN_OPS or size >= TXN_BYTES:
-                    self._request("/v3/kv/txn", {"success": batch}, connection)
+                    self._write(txn, batch)
                     total += size
                     batch, size = [], 0
                     if progress:
                         progress(keys)
             if batch:
-                self._request("/v3/kv/txn", {"success": batch}, connection)
+                self._write(txn, batch)
                 total += size
         finally:
-            connection.close()
+            channel.close()
         return keys, total
+
+    def _write(self, txn, batch: list) -> None:
+        try:
+            txn(rpc_pb2.TxnRequest(success=batch), timeout=WRITE_TIMEOUT)
+        except grpc.RpcError as error:
+            said = f"gRPC {error.code().name}: {error.details() or ''}"
+            if self.process is not None and self.process.poll() is not None:
+                raise ScratchError(f"the scratch etcd ({self.binary}) exited while the copy was written (exit "
+                                   f"{self.process.returncode}, {said}): {self._last_log_line()}") from None
+            raise ScratchError(f"the scratch etcd ({self.binary}) refused a write of the copy ({said})") from None
+
+    def _last_log_line(self) -> str:
+        lines = [line for line in self.workspace.log_text("etcd.log").splitlines() if line.strip()]
+        return lines[-1][:300] if lines else "no message"

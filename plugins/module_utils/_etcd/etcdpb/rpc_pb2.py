@@ -17,7 +17,7 @@ _sym_db = _symbol_database.Default()
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import kv_pb2 as ansible__collections_dot_kubeupgrade_dot_storage_dot_plugins_dot_module__utils_dot___etcd_dot_etcdpb_dot_kv__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\nSansible_collections/kubeupgrade/storage/plugins/module_utils/_etcd/etcdpb/rpc.proto\x12\x0c\x65tcdserverpb\x1aRansible_collections/kubeupgrade/storage/plugins/module_utils/_etcd/etcdpb/kv.proto\"\\\n\x0eResponseHeader\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x11\n\tmember_id\x18\x02 \x01(\x04\x12\x10\n\x08revision\x18\x03 \x01(\x03\x12\x11\n\traft_term\x18\x04 \x01(\x04\"\xe4\x03\n\x0cRangeRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x11\n\trange_end\x18\x02 \x01(\x0c\x12\r\n\x05limit\x18\x03 \x01(\x03\x12\x10\n\x08revision\x18\x04 \x01(\x03\x12\x38\n\nsort_order\x18\x05 \x01(\x0e\x32$.etcdserverpb.RangeRequest.SortOrder\x12:\n\x0bsort_target\x18\x06 \x01(\x0e\x32%.etcdserverpb.RangeRequest.SortTarget\x12\x14\n\x0cserializable\x18\x07 \x01(\x08\x12\x11\n\tkeys_only\x18\x08 \x01(\x08\x12\x12\n\ncount_only\x18\t \x01(\x08\x12\x18\n\x10min_mod_revision\x18\n \x01(\x03\x12\x18\n\x10max_mod_revision\x18\x0b \x01(\x03\x12\x1b\n\x13min_create_revision\x18\x0c \x01(\x03\x12\x1b\n\x13max_create_revision\x18\r \x01(\x03\".\n\tSortOrder\x12\x08\n\x04NONE\x10\x00\x12\n\n\x06\x41SCEND\x10\x01\x12\x0b\n\x07\x44\x45SCEND\x10\x02\"B\n\nSortTarget\x12\x07\n\x03KEY\x10\x00\x12\x0b\n\x07VERSION\x10\x01\x12\n\n\x06\x43REATE\x10\x02\x12\x07\n\x03MOD\x10\x03\x12\t\n\x05VALUE\x10\x04\"y\n\rRangeResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.etcdserverpb.ResponseHeader\x12\x1d\n\x03kvs\x18\x02 \x03(\x0b\x32\x10.mvccpb.KeyValue\x12\x0c\n\x04more\x18\x03 \x01(\x08\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\"\x0f\n\rStatusRequest\"\xe6\x01\n\x0eStatusResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.etcdserverpb.ResponseHeader\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x62Size\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01(\x04\x12\x11\n\traftIndex\x18\x05 \x01(\x04\x12\x10\n\x08raftTerm\x18\x06 \x01(\x04\x12\x18\n\x10raftAppliedIndex\x18\x07 \x01(\x04\x12\x0e\n\x06\x65rrors\x18\x08 \x03(\t\x12\x13\n\x0b\x64\x62SizeInUse\x18\t \x01(\x03\x12\x11\n\tisLearner\x18\n \x01(\x08\"\x11\n\x0fSnapshotRequest\"x\n\x10SnapshotResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.etcdserverpb.ResponseHeader\x12\x17\n\x0fremaining_bytes\x18\x02 \x01(\x04\x12\x0c\n\x04\x62lob\x18\x03 \x01(\x0c\x12\x0f\n\x07version\x18\x04 \x01(\t2H\n\x02KV\x12\x42\n\x05Range\x12\x1a.etcdserverpb.RangeRequest\x1a\x1b.etcdserverpb.RangeResponse\"\x00\x32\xa3\x01\n\x0bMaintenance\x12\x45\n\x06Status\x12\x1b.etcdserverpb.StatusRequest\x1a\x1c.etcdserverpb.StatusResponse\"\x00\x12M\n\x08Snapshot\x12\x1d.etcdserverpb.SnapshotRequest\x1a\x1e.etcdserverpb.SnapshotResponse\"\x00\x30\x01\x62\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\nSansible_collections/kubeupgrade/storage/plugins/module_utils/_etcd/etcdpb/rpc.proto\x12\x0c\x65tcdserverpb\x1aRansible_collections/kubeupgrade/storage/plugins/module_utils/_etcd/etcdpb/kv.proto\"\\\n\x0eResponseHeader\x12\x12\n\ncluster_id\x18\x01 \x01(\x04\x12\x11\n\tmember_id\x18\x02 \x01(\x04\x12\x10\n\x08revision\x18\x03 \x01(\x03\x12\x11\n\traft_term\x18\x04 \x01(\x04\"\xe4\x03\n\x0cRangeRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\x11\n\trange_end\x18\x02 \x01(\x0c\x12\r\n\x05limit\x18\x03 \x01(\x03\x12\x10\n\x08revision\x18\x04 \x01(\x03\x12\x38\n\nsort_order\x18\x05 \x01(\x0e\x32$.etcdserverpb.RangeRequest.SortOrder\x12:\n\x0bsort_target\x18\x06 \x01(\x0e\x32%.etcdserverpb.RangeRequest.SortTarget\x12\x14\n\x0cserializable\x18\x07 \x01(\x08\x12\x11\n\tkeys_only\x18\x08 \x01(\x08\x12\x12\n\ncount_only\x18\t \x01(\x08\x12\x18\n\x10min_mod_revision\x18\n \x01(\x03\x12\x18\n\x10max_mod_revision\x18\x0b \x01(\x03\x12\x1b\n\x13min_create_revision\x18\x0c \x01(\x03\x12\x1b\n\x13max_create_revision\x18\r \x01(\x03\".\n\tSortOrder\x12\x08\n\x04NONE\x10\x00\x12\n\n\x06\x41SCEND\x10\x01\x12\x0b\n\x07\x44\x45SCEND\x10\x02\"B\n\nSortTarget\x12\x07\n\x03KEY\x10\x00\x12\x0b\n\x07VERSION\x10\x01\x12\n\n\x06\x43REATE\x10\x02\x12\x07\n\x03MOD\x10\x03\x12\t\n\x05VALUE\x10\x04\"y\n\rRangeResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.etcdserverpb.ResponseHeader\x12\x1d\n\x03kvs\x18\x02 \x03(\x0b\x32\x10.mvccpb.KeyValue\x12\x0c\n\x04more\x18\x03 \x01(\x08\x12\r\n\x05\x63ount\x18\x04 \x01(\x03\"t\n\nPutRequest\x12\x0b\n\x03key\x18\x01 \x01(\x0c\x12\r\n\x05value\x18\x02 \x01(\x0c\x12\r\n\x05lease\x18\x03 \x01(\x03\x12\x0f\n\x07prev_kv\x18\x04 \x01(\x08\x12\x14\n\x0cignore_value\x18\x05 \x01(\x08\x12\x14\n\x0cignore_lease\x18\x06 \x01(\x08\"^\n\x0bPutResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.etcdserverpb.ResponseHeader\x12!\n\x07prev_kv\x18\x02 \x01(\x0b\x32\x10.mvccpb.KeyValue\"|\n\tRequestOp\x12\x33\n\rrequest_range\x18\x01 \x01(\x0b\x32\x1a.etcdserverpb.RangeRequestH\x00\x12/\n\x0brequest_put\x18\x02 \x01(\x0b\x32\x18.etcdserverpb.PutRequestH\x00\x42\t\n\x07request\"\x82\x01\n\nResponseOp\x12\x35\n\x0eresponse_range\x18\x01 \x01(\x0b\x32\x1b.etcdserverpb.RangeResponseH\x00\x12\x31\n\x0cresponse_put\x18\x02 \x01(\x0b\x32\x19.etcdserverpb.PutResponseH\x00\x42\n\n\x08response\"`\n\nTxnRequest\x12(\n\x07success\x18\x02 \x03(\x0b\x32\x17.etcdserverpb.RequestOp\x12(\n\x07\x66\x61ilure\x18\x03 \x03(\x0b\x32\x17.etcdserverpb.RequestOp\"{\n\x0bTxnResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.etcdserverpb.ResponseHeader\x12\x11\n\tsucceeded\x18\x02 \x01(\x08\x12+\n\tresponses\x18\x03 \x03(\x0b\x32\x18.etcdserverpb.ResponseOp\"\x0f\n\rStatusRequest\"\xe6\x01\n\x0eStatusResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.etcdserverpb.ResponseHeader\x12\x0f\n\x07version\x18\x02 \x01(\t\x12\x0e\n\x06\x64\x62Size\x18\x03 \x01(\x03\x12\x0e\n\x06leader\x18\x04 \x01(\x04\x12\x11\n\traftIndex\x18\x05 \x01(\x04\x12\x10\n\x08raftTerm\x18\x06 \x01(\x04\x12\x18\n\x10raftAppliedIndex\x18\x07 \x01(\x04\x12\x0e\n\x06\x65rrors\x18\x08 \x03(\t\x12\x13\n\x0b\x64\x62SizeInUse\x18\t \x01(\x03\x12\x11\n\tisLearner\x18\n \x01(\x08\"\x11\n\x0fSnapshotRequest\"x\n\x10SnapshotResponse\x12,\n\x06header\x18\x01 \x01(\x0b\x32\x1c.etcdserverpb.ResponseHeader\x12\x17\n\x0fremaining_bytes\x18\x02 \x01(\x04\x12\x0c\n\x04\x62lob\x18\x03 \x01(\x0c\x12\x0f\n\x07version\x18\x04 \x01(\t2\x86\x01\n\x02KV\x12\x42\n\x05Range\x12\x1a.etcdserverpb.RangeRequest\x1a\x1b.etcdserverpb.RangeResponse\"\x00\x12<\n\x03Txn\x12\x18.etcdserverpb.TxnRequest\x1a\x19.etcdserverpb.TxnResponse\"\x00\x32\xa3\x01\n\x0bMaintenance\x12\x45\n\x06Status\x12\x1b.etcdserverpb.StatusRequest\x1a\x1c.etcdserverpb.StatusResponse\"\x00\x12M\n\x08Snapshot\x12\x1d.etcdserverpb.SnapshotRequest\x1a\x1e.etcdserverpb.SnapshotResponse\"\x00\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -34,16 +34,28 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _globals['_RANGEREQUEST_SORTTARGET']._serialized_end=764
   _globals['_RANGERESPONSE']._serialized_start=766
   _globals['_RANGERESPONSE']._serialized_end=887
-  _globals['_STATUSREQUEST']._serialized_start=889
-  _globals['_STATUSREQUEST']._serialized_end=904
-  _globals['_STATUSRESPONSE']._serialized_start=907
-  _globals['_STATUSRESPONSE']._serialized_end=1137
-  _globals['_SNAPSHOTREQUEST']._serialized_start=1139
-  _globals['_SNAPSHOTREQUEST']._serialized_end=1156
-  _globals['_SNAPSHOTRESPONSE']._serialized_start=1158
-  _globals['_SNAPSHOTRESPONSE']._serialized_end=1278
-  _globals['_KV']._serialized_start=1280
-  _globals['_KV']._serialized_end=1352
-  _globals['_MAINTENANCE']._serialized_start=1355
-  _globals['_MAINTENANCE']._serialized_end=1518
+  _globals['_PUTREQUEST']._serialized_start=889
+  _globals['_PUTREQUEST']._serialized_end=1005
+  _globals['_PUTRESPONSE']._serialized_start=1007
+  _globals['_PUTRESPONSE']._serialized_end=1101
+  _globals['_REQUESTOP']._serialized_start=1103
+  _globals['_REQUESTOP']._serialized_end=1227
+  _globals['_RESPONSEOP']._serialized_start=1230
+  _globals['_RESPONSEOP']._serialized_end=1360
+  _globals['_TXNREQUEST']._serialized_start=1362
+  _globals['_TXNREQUEST']._serialized_end=1458
+  _globals['_TXNRESPONSE']._serialized_start=1460
+  _globals['_TXNRESPONSE']._serialized_end=1583
+  _globals['_STATUSREQUEST']._serialized_start=1585
+  _globals['_STATUSREQUEST']._serialized_end=1600
+  _globals['_STATUSRESPONSE']._serialized_start=1603
+  _globals['_STATUSRESPONSE']._serialized_end=1833
+  _globals['_SNAPSHOTREQUEST']._serialized_start=1835
+  _globals['_SNAPSHOTREQUEST']._serialized_end=1852
+  _globals['_SNAPSHOTRESPONSE']._serialized_start=1854
+  _globals['_SNAPSHOTRESPONSE']._serialized_end=1974
+  _globals['_KV']._serialized_start=1977
+  _globals['_KV']._serialized_end=2111
+  _globals['_MAINTENANCE']._serialized_start=2114
+  _globals['_MAINTENANCE']._serialized_end=2277
 # @@protoc_insertion_point(module_scope)

@@ -12,6 +12,7 @@ from kube_fakes import FakeApiClient, FakeClock
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import keys as keys_mod
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import paths
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import reader, runner
@@ -52,13 +53,13 @@ def _etcd(process, answers_after=None, log=""):
     etcd.process = process
     calls = []
 
-    def request(path, body, connection=None, timeout=120.0):
-        calls.append((path, timeout))
+    def status(timeout):
+        calls.append(timeout)
         if answers_after is None or len(calls) <= answers_after:
-            raise ConnectionRefusedError("connection refused")
+            raise EtcdError(f"etcd at {etcd.url} is unreachable (gRPC UNAVAILABLE: connection refused)")
         return {"header": {}}
 
-    etcd._request = request
+    etcd._status = status
     return etcd, calls
 
 
@@ -66,7 +67,15 @@ def test_the_scratch_etcd_is_waited_for_until_it_answers():
     fake = FakeClock()
     etcd, calls = _etcd(Process(), answers_after=3)
     assert etcd._wait(60.0, clock=fake, sleep=fake.sleep) is True
-    assert fake.slept == [0.2, 0.2, 0.2] and calls == [(scratch.STATUS, 2.0)] * 4
+    assert fake.slept == [0.2, 0.2, 0.2] and calls == [2.0] * 4
+
+
+def test_a_scratch_etcd_not_listening_yet_is_an_etcd_error_at_once():
+    """The real status call (gRPC, a new channel each time) on a port nothing listens on: what the wait takes for
+    "starting"."""
+    etcd = scratch.ScratchEtcd(Workspace(), "etcd")
+    with pytest.raises(EtcdError, match=r"is unreachable"):
+        etcd._status(2.0)
 
 
 def test_a_scratch_etcd_that_never_answers_is_waited_for_until_the_timeout_and_no_longer():

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import kv_pb2, rpc_pb2
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 
@@ -22,8 +23,12 @@ FIELDS = {
     "etcdserverpb.RangeRequest": {"key": 1, "range_end": 2, "limit": 3, "revision": 4, "serializable": 7, "keys_only": 8},
     "etcdserverpb.RangeResponse": {"header": 1, "kvs": 2, "more": 3, "count": 4},
     "etcdserverpb.ResponseHeader": {"revision": 3},
-    "etcdserverpb.StatusResponse": {"header": 1, "version": 2, "dbSize": 3},
+    "etcdserverpb.StatusResponse": {"header": 1, "version": 2, "dbSize": 3, "dbSizeInUse": 9},
     "etcdserverpb.SnapshotResponse": {"header": 1, "remaining_bytes": 2, "blob": 3, "version": 4},
+    "etcdserverpb.PutRequest": {"key": 1, "value": 2, "lease": 3, "prev_kv": 4, "ignore_value": 5, "ignore_lease": 6},
+    "etcdserverpb.RequestOp": {"request_range": 1, "request_put": 2},
+    "etcdserverpb.TxnRequest": {"success": 2, "failure": 3},
+    "etcdserverpb.TxnResponse": {"header": 1, "succeeded": 2, "responses": 3},
     "mvccpb.KeyValue": {"key": 1, "create_revision": 2, "mod_revision": 3, "version": 4, "value": 5, "lease": 6},
 }
 
@@ -38,8 +43,9 @@ def test_field_numbers_are_etcds(message):
 
 def test_method_paths_are_etcds():
     services = {s.full_name: [m.name for m in s.methods] for s in rpc_pb2.DESCRIPTOR.services_by_name.values()}
-    assert services == {"etcdserverpb.KV": ["Range"], "etcdserverpb.Maintenance": ["Status", "Snapshot"]}
-    assert etcd_client.RANGE_METHOD == "/etcdserverpb.KV/Range"
+    assert services == {"etcdserverpb.KV": ["Range", "Txn"], "etcdserverpb.Maintenance": ["Status", "Snapshot"]}
+    assert (etcd_client.RANGE_METHOD, etcd_client.STATUS_METHOD, etcd_client.SNAPSHOT_METHOD, scratch.TXN_METHOD) == (
+        "/etcdserverpb.KV/Range", "/etcdserverpb.Maintenance/Status", "/etcdserverpb.Maintenance/Snapshot", "/etcdserverpb.KV/Txn")
 
 
 def test_a_range_answer_round_trips():
@@ -68,9 +74,21 @@ def test_the_committed_files_are_a_fresh_generation(tmp_path):
         assert generated == (REPO / "plugins/module_utils/_etcd/etcdpb" / name).read_text(encoding="utf-8"), name
 
 
-def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(monkeypatch):
+class _Workspace:
+    def file(self, name):
+        return f"/nonexistent/{name}"
+
+
+@pytest.mark.parametrize("call", [
+    lambda reader: list(reader.scan(ScanOptions())),
+    lambda reader: reader.status(),
+    lambda reader: reader.snapshot(lambda _piece: None),
+    lambda _reader: scratch.ScratchEtcd(_Workspace(), "etcd")._status(2.0),  # the scratch etcd's wait ...
+    lambda _reader: scratch.ScratchEtcd(_Workspace(), "etcd").put_all([(b"k", b"v")]),  # ... and its writes
+], ids=["scan", "status", "snapshot", "scratch-status", "scratch-put"])
+def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(monkeypatch, call):
     monkeypatch.setattr(etcd_client, "GRPC_IMPORT_ERROR", ImportError("No module named 'grpc'"))
     reader = etcd_client.EtcdReader(EtcdSettings(endpoints=["http://127.0.0.1:2379"]))
     with pytest.raises(etcd_client.ConfigurationError) as raised:
-        list(reader.scan(ScanOptions()))
+        call(reader)
     assert "grpcio and protobuf are required" in str(raised.value) and "pip install grpcio protobuf" in str(raised.value)

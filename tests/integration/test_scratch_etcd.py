@@ -1,0 +1,67 @@
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The scratch etcd on real etcd binaries (Debian's 3.4 and 3.5): waited for and written over gRPC (Maintenance/Status,
+KV/Txn; no JSON gateway), the copy read back byte for byte, and a member that refuses or dies said as such."""
+
+from __future__ import annotations
+
+import random
+
+import etcd_fixture
+import pytest
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdReader
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
+
+
+@pytest.fixture(params=[None, "3.5"], ids=["3.4", "3.5"])
+def member(request, tmp_path):
+    workspace = scratch.Workspace(str(tmp_path))
+    etcd = scratch.ScratchEtcd(workspace, etcd_fixture.require_etcd(request.param))
+    try:
+        etcd.start()
+        yield etcd
+    finally:
+        workspace.close()
+
+
+def _pairs():
+    """More keys than one transaction holds, binary keys and values, empty values, and values that fill TXN_BYTES."""
+    rng = random.Random(7)
+    pairs = [(b"/registry/configmaps/ns/cm-%05d" % i, rng.randbytes(rng.randrange(0, 300))) for i in range(2500)]
+    pairs += [(b"/registry/secrets/ns/" + rng.randbytes(12), b"\x00\xff" * 50) for _i in range(50)]
+    pairs += [(b"/registry/big/b-%d" % i, rng.randbytes(1 << 20)) for i in range(12)]
+    return sorted(dict(pairs).items())
+
+
+def test_the_copy_is_written_and_read_back_byte_for_byte(member):
+    pairs, progressed = _pairs(), []
+    keys, size = member.put_all(iter(pairs), progressed.append)
+    assert (keys, size) == (len(pairs), sum(len(k) + len(v) for k, v in pairs))
+    assert progressed == sorted(progressed) and len(progressed) >= 3, progressed  # one per full transaction
+    reader = EtcdReader(EtcdSettings(endpoints=[member.url]))
+    assert list(reader.scan(ScanOptions(prefix="/registry/", page_size=1000))) == pairs
+    assert reader.transport == "grpc" and reader._gateway is None
+    assert member._status(2.0)["header"]["revision"] > 1
+
+
+def test_a_write_the_scratch_etcd_refuses_is_said(member):
+    """A value larger than the member takes in one request (its --max-request-bytes): etcd's words, no traceback."""
+    with pytest.raises(scratch.ScratchError) as raised:
+        member.put_all([(b"/registry/huge", b"x" * (scratch.TXN_BYTES + (4 << 20)))])
+    assert str(raised.value).startswith(f"the scratch etcd ({member.binary}) refused a write of the copy (gRPC "), str(raised.value)
+
+
+def test_a_scratch_etcd_that_dies_during_the_copy_is_said(member):
+    def pairs():
+        yield b"/registry/a", b"1"
+        for index in range(scratch.TXN_OPS):
+            yield b"/registry/b-%05d" % index, b"2"
+        member.process.kill()
+        member.process.wait()
+        yield b"/registry/c", b"3"
+
+    with pytest.raises(scratch.ScratchError) as raised:
+        member.put_all(pairs())
+    assert str(raised.value).startswith(f"the scratch etcd ({member.binary}) exited while the copy was written (exit -9, gRPC "), \
+        str(raised.value)
