@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Dict, List, Optional
@@ -197,18 +196,9 @@ def _apply_one(client, name: str, obj: Optional[dict], observed: Dict[str, str],
         "writer (the kube-storage-version-migrator trigger?) is updating it; stop it or run again.")
 
 
-# Records written at once: a first run creates one per served resource (70-odd, two requests each), each waiting on the
-# apiserver and etcd in turn; each record is its own object, written with its own resourceVersion, so they do not wait
-# for each other.
-RECORD_WRITERS = 4
-
-
 def apply_records(client, observed: Dict[str, Dict[str, str]], existing: Dict[str, dict], options: ApplyOptions) -> List[RecordChange]:
-    """``apply_plans`` with options: with ``options.measurement`` each measured resource's record is set from the audit.
-    The records are planned and written ``RECORD_WRITERS`` at a time; the changes come back in the order of the names."""
-    names = sorted(observed)
-    with ThreadPoolExecutor(max_workers=max(1, min(RECORD_WRITERS, len(names)))) as writers:
-        return list(writers.map(lambda name: _apply_one(client, name, existing.get(name), observed[name], options), names))
+    """``apply_plans`` with options: with ``options.measurement`` each measured resource's record is set from the audit."""
+    return [_apply_one(client, name, existing.get(name), observed[name], options) for name in sorted(observed)]
 
 
 def mark_migrated(cluster_client, resource_name: str, current_hash: str, now=None, check_mode: bool = False) -> RecordChange:
