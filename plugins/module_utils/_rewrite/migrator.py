@@ -836,6 +836,10 @@ class ObjectListMigrator(ClientMigrator):
             self.progress.objects_listed += 1
         self._write(item)
 
+    def _estimate(self, size: int, page: dict) -> None:
+        """Nothing: a LIST's first page sizes the whole resource, and only the named objects are rewritten; what they
+        add to etcd is the audit plan's (``plan.rewrite_bytes``), checked against etcd's space before any request."""
+
     def run_listed(self, labels: List[str]) -> ClientProgress:
         """Rewrite the named objects as a LIST of the resource in chunks finds them (the same write, with the uid and
         resourceVersion as listed): fewer requests than a GET of each when they are a large share of the resource. A

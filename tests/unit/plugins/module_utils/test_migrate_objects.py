@@ -176,6 +176,7 @@ def test_listed_by_list_only_the_named_objects_are_written_with_one_list_per_chu
     gets = [call for call in server.calls if call[0] == "GET"]
     assert len(gets) == 4 and all(path == "/api/v1/configmaps" for _m, path, _q in gets)  # 20 objects, 5 a page
     assert progress.verified and progress.objects_written == 4 and progress.objects_listed == 4 and progress.gone == 0
+    assert progress.bytes_to_rewrite is None  # the audit's plan sized the named objects; a page sizes the resource
 
 
 def test_listed_by_list_a_named_object_no_page_holds_is_gone_and_never_recreated(write):
