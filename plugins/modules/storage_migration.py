@@ -257,9 +257,12 @@ options:
         O(kubeupgrade.storage.storage_version_audit#module:target_release) (or
         O(kubeupgrade.storage.storage_version_audit#module:readable_versions)) and
         O(kubeupgrade.storage.storage_version_audit#module:names_limit=-1). Only the objects it lists (stored in a
-        version its target cannot decode) are rewritten, each with one GET (the whole object for O(write=put), its
-        metadata for O(write=apply)) and the same write as the full migration; a resource without listed objects
-        costs no request, and with none listed at all the task makes no request. O(resources) narrows it further.
+        version its target cannot decode) are rewritten, with the same write as the full migration, each read with
+        one GET (the whole object for O(write=put), its metadata for O(write=apply)); once the listed objects are at
+        least a quarter of the objects the audit counted in their resource, they are read instead by LISTs of the
+        resource in chunks (far fewer requests; only the listed objects are written, and one no page holds any more
+        was deleted since the audit). A resource without listed objects costs no request, and with none listed at all
+        the task makes no request. O(resources) narrows it further.
       - "etcd's space: each rewrite keeps the old revision until the apiserver compacts, so etcd's database grows by about
         the pages the listed objects take again in its bbolt file, from the audit's C(count) and C(bytes) per version:
         about their bytes for objects of 8 KiB and more, up to twice them for objects of 2 KiB, plus 25% (a real
@@ -380,6 +383,12 @@ migrations:
       description: How many objects the audit listed for this resource (with O(objects_from_audit) only).
       type: int
       sample: 12
+    read_by:
+      description:
+        - How the listed objects were read (with O(objects_from_audit) only) - V(get), one GET each, or V(list), LISTs
+          of the resource in chunks once they are at least a quarter of its objects.
+      type: str
+      sample: list
     objects_failed:
       description: Objects that failed (client-side only).
       type: int

@@ -120,9 +120,10 @@ AUDITED = "audited"
 
 
 def audit_listing(namespace, name):
-    """A storage_version_audit result naming one ConfigMap stored in a version the target cannot decode."""
-    return {"keys_scanned": 1, "endpoint": "https://127.0.0.1:2379", "measured_at": "2026-01-01T00:00:00Z", "not_readable": 1, "resources": {"configmaps": {
-        "judged": True, "objects": 1, "not_readable": 1, "not_readable_names": [f"{namespace}/{name}"],
+    """A storage_version_audit result naming one ConfigMap stored in a version the target cannot decode, among ten it
+    counted (less than a quarter: the migration reads it with a GET, not by LISTs of every ConfigMap)."""
+    return {"keys_scanned": 10, "endpoint": "https://127.0.0.1:2379", "measured_at": "2026-01-01T00:00:00Z", "not_readable": 1, "resources": {"configmaps": {
+        "judged": True, "objects": 10, "not_readable": 1, "not_readable_names": [f"{namespace}/{name}"],
         "readable_versions": ["v1"], "versions": [{"api_version": "v0", "count": 1, "names": [f"{namespace}/{name}"]}]}}}
 
 

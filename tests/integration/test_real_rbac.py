@@ -219,9 +219,9 @@ def test_the_audit_driven_migration_gets_each_listed_object_as_the_migration_ide
     identities.render_custom_resource_roles(ansible_playbook)
     identities.wait_until_granted(identities.token(MIGRATE), "/apis/example.com/v1/gadgets?limit=1")
     # An audit naming them as stored in a version the target cannot read (made up: no release of these binaries
-    # drops a version 1.32 writes).
-    audit = {"keys_scanned": 2, "endpoint": "https://127.0.0.1:2379", "measured_at": "2026-01-01T00:00:00Z", "not_readable": 2, "resources": {
-        name: {"judged": True, "objects": 1, "not_readable": 1, "not_readable_names": [label], "readable_versions": ["v1"],
+    # drops a version 1.32 writes), one among ten it counted: less than a quarter, so each is read with a GET.
+    audit = {"keys_scanned": 20, "endpoint": "https://127.0.0.1:2379", "measured_at": "2026-01-01T00:00:00Z", "not_readable": 2, "resources": {
+        name: {"judged": True, "objects": 10, "not_readable": 1, "not_readable_names": [label], "readable_versions": ["v1"],
                "versions": [{"api_version": version, "count": 1, "names": [label]}]}
         for name, label, version in (("configmaps", "app/settings", "v0"), ("gadgets.example.com", "app/old", "example.com/v0"))}}
     out = tmp_path / "migrated.json"

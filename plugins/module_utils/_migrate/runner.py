@@ -362,8 +362,10 @@ def _listed_objects(run: Run, name: str, entry: dict, migrator) -> None:
     audit to have listed every object of the resource stored in a non-current version."""
     names = run.objects.objects[name]
     entry["objects_from_audit"] = len(names)
+    listing = plan.read_by_list(len(names), run.objects.stored.get(name, 0))
+    entry["read_by"] = "list" if listing else "get"
     try:
-        progress = migrator.run_objects(names)
+        progress = migrator.run_listed(names) if listing else migrator.run_objects(names)
     finally:
         _counters(entry, migrator.progress)
         _warn_fallback(run, name, migrator.progress)

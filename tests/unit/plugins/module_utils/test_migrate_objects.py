@@ -147,3 +147,55 @@ def test_nothing_listed_makes_no_request():
     server = ObjectApiserver(count=4)
     progress = object_migrator(server).run_objects([])
     assert server.calls == [] and progress.verified
+
+
+@pytest.mark.parametrize("named, stored, listing", [
+    pytest.param(2001, 2001, True, id="every-object-named"),
+    pytest.param(500, 1000, True, id="half"),
+    pytest.param(250, 1000, True, id="a-quarter"),
+    pytest.param(249, 1000, False, id="less-than-a-quarter"),
+    pytest.param(3, 100000, False, id="a-few-among-many"),
+    pytest.param(5, 0, True, id="audit-counted-none"),
+    pytest.param(0, 10, False, id="none-named"),
+])
+def test_named_objects_are_read_by_list_once_they_are_a_quarter_of_the_resource(named, stored, listing):
+    assert plan.read_by_list(named, stored) is listing
+
+
+def test_the_object_plan_keeps_what_the_audit_counted_per_resource():
+    result = plan.objects_from_audit(audit({"deployments.apps": OLD, "pods": entry([], [])}))
+    assert result.stored == {"deployments.apps": 5}
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_listed_by_list_only_the_named_objects_are_written_with_one_list_per_chunk(concurrency, write):
+    server = FakeApiserver(count=20)
+    named = ["a/cm-000", "b/cm-001", "a/cm-004", "b/cm-019"]
+    progress = object_migrator(server, concurrency=concurrency, write=write, chunk_size=5).run_listed(named)
+    assert sorted(server.writes) == sorted(named)
+    gets = [call for call in server.calls if call[0] == "GET"]
+    assert len(gets) == 4 and all(path == "/api/v1/configmaps" for _m, path, _q in gets)  # 20 objects, 5 a page
+    assert progress.verified and progress.objects_written == 4 and progress.objects_listed == 4 and progress.gone == 0
+    assert progress.bytes_to_rewrite is None  # the audit's plan sized the named objects; a page sizes the resource
+
+
+def test_listed_by_list_a_named_object_no_page_holds_is_gone_and_never_recreated(write):
+    server = FakeApiserver(count=4)
+    progress = object_migrator(server, write=write).run_listed(["a/cm-000", "a/missing"])
+    assert progress.gone == 1 and progress.objects_written == 1 and progress.verified
+    assert "a/missing" not in server.objects and server.writes == ["a/cm-000"]
+
+
+def test_listed_by_list_an_object_changed_since_the_list_is_a_conflict_never_overwritten(write):
+    server = FakeApiserver(count=4)
+    server.modified_after_list.add("a/cm-000")
+    progress = object_migrator(server, write=write).run_listed(["a/cm-000", "a/cm-002"])
+    assert progress.conflicts == 1 and server.writes == ["a/cm-002"] and progress.verified
+
+
+def test_listed_by_list_a_denied_write_is_named_and_not_verified(write):
+    server = FakeApiserver(count=4)
+    method = "PUT" if write == mig.WRITE_PUT else "PATCH"
+    server.fault(method, api_error(403, "denied by policy", "Forbidden", method=method), count=1)
+    progress = object_migrator(server, write=write).run_listed(["a/cm-000", "a/cm-002"])
+    assert not progress.verified and progress.failed == 1
