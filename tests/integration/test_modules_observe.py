@@ -89,7 +89,7 @@ def test_check_verdicts(plane, run):
     only_v1["spec"]["versions"] = [v for v in only_v1["spec"]["versions"] if v["name"] == "v1"]
     only_v1.pop("status", None)
     failed, result = run(check, plane.module_args(target_release="1.33", target_crds=[only_v1],
-                                     resources=["pods", "configmaps", "widgets.example.com"]))
+                                                  resources=["pods", "configmaps", "widgets.example.com"]))
     verdict = {r["resource"]: r["verdict"] for r in result["resources"]}
     assert failed and result["resources"] and "pre-flight blocks" in result["msg"]
     assert verdict["pods"] == "safe"
@@ -99,7 +99,7 @@ def test_check_verdicts(plane, run):
 
     gone = {"releases": {"1.99": {"replace": True, "resources": {"pods": {"kind": "Pod", "storage": "v1"}}, "removed": ["podtemplates"]}}}
     failed, result = run(check, plane.module_args(target_release="1.99", profiles=gone, resources=["podtemplates", "pods"],
-                                     count_objects=False))
+                                                  count_objects=False))
     assert failed and {r["resource"]: r["verdict"] for r in result["resources"]} == {"podtemplates": "removed", "pods": "safe"}
     # Judged by objects: the demo data has no PodTemplate, so nothing stored is safe.
     failed, result = run(check, plane.module_args(target_release="1.99", profiles=gone, resources=["podtemplates", "pods"]))
@@ -109,7 +109,7 @@ def test_check_verdicts(plane, run):
     no_storage = copy.deepcopy(only_v1)
     no_storage["spec"]["versions"] = [dict(v, name="v2") for v in no_storage["spec"]["versions"]]
     failed, result = run(check, plane.module_args(target_release="1.32", target_crds=[no_storage], resources=["widgets.example.com"],
-                                     fail_on=["unsafe"]))
+                                                  fail_on=["unsafe"]))
     assert failed and result["verdict"] == "unsafe"
 
     failed, result = run(check, plane.module_args(target_release="1.32", resources=["pods"], fail_on=["unsafe"]))
@@ -170,7 +170,7 @@ def test_a_partial_observation_writes_no_record(plane, run):
     assert failed and "No StorageState record was written" in result["msg"] and plane.endpoints[1] in result["msg"]
     assert result["unreachable_endpoints"] == [plane.endpoints[1]] and result["records"] == []
     failed, result = run(check, plane.module_args(target_release="1.33", resources=["pods", "deployments.apps"],
-                                     refresh_records=True))
+                                                  refresh_records=True))
     assert failed and "records_refreshed" not in result and result["changed"] is False
     assert plane.admin.stored_objects("storagestates.migration.k8s.io") == before
 

@@ -75,10 +75,10 @@ def test_record_max_age_still_judges_a_record_by_its_heartbeat(control_plane, ru
     control_plane.admin.seed("demo")
     resources = ["configmaps"]
     failed, result = run(storage_state, control_plane.module_args(resources=resources,
-                                             audit=audit("2026-11-21T14:00:00Z", {"configmaps": {"objects": 1, "hashes": []}})))
+                                                                  audit=audit("2026-11-21T14:00:00Z", {"configmaps": {"objects": 1, "hashes": []}})))
     assert not failed and result["changed"] is True
     failed, again = run(storage_state, control_plane.module_args(resources=resources,
-                                            audit=audit("2026-11-21T14:10:00Z", {"configmaps": {"objects": 1, "hashes": []}})))
+                                                                 audit=audit("2026-11-21T14:10:00Z", {"configmaps": {"objects": 1, "hashes": []}})))
     assert not failed and again["changed"] is False
     check = control_plane.module_args(target_release="1.32", resources=resources, record_max_age=600, fail_on=[])
     failed, judged = run(storage_version_check, check)
