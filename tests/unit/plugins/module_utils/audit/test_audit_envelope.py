@@ -172,7 +172,7 @@ def test_only_a_value_that_starts_with_a_head_is_looked_up_as_it():
     rng = random.Random(5)
     candidates = list(NOT_HEADED)
     for value in HEADED + NOT_HEADED:
-        for _ in range(300):
+        for _mutation in range(300):
             mutated = bytearray(value[:rng.randrange(len(value) + 1)] + rng.randbytes(rng.randrange(4)))
             if mutated and rng.random() < 0.5:
                 mutated[rng.randrange(len(mutated))] = rng.randrange(256)
