@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Optional, Set, Tuple
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._audit import model
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, keys
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions, check_readable_file
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.target_crds import load_target_crds
@@ -93,12 +93,7 @@ def audit(request: AuditRequest, reader_factory=EtcdReader) -> dict:
     aggregator = model.AuditAggregator(request.options)
     measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     prefix = request.scan.prefix
-    for key, value in reader.scan(request.scan):
-        key_text = key.decode("utf-8", "replace")
-        info = keys.classify_key(key_text, prefix)
-        aggregator.add(key_text, info, lambda v=value, k=key: envelope.decode_value(v, k, request.encryption_keys), len(value))
-        if info.resource == model.CRD_RESOURCE:  # a CRD's versions: its custom resources can be judged from the audit alone
-            aggregator.add_definition(info, value)
+    aggregator.fold(reader.scan(request.scan), prefix, request.encryption_keys)
     if aggregator.keys_scanned == 0:
         raise EtcdError(f"etcd at {reader.endpoint} has no key under {prefix}: nothing was audited, so nothing is known about "
                         "what is stored; check etcd_prefix (kube-apiserver --etcd-prefix) and etcd_endpoints",

@@ -183,22 +183,33 @@ def _fields(data: bytes):
         yield number, wire, payload
 
 
+def type_meta_head(value: bytes) -> Optional[bytes]:
+    """``value[:6 + value[5]]`` for a protobuf envelope that starts, as the apiserver writes it, with its TypeMeta under
+    a one-byte length (magic, tag 0x0A, length under 0x80, the TypeMeta); None for any other value.
+
+    Such a head alone decides what ``decode_value`` says (the TypeMeta is the envelope's first field: nothing after it
+    is read), so values can be grouped by it undecoded: for any bytes ``v``, ``v[:6 + v[5]]`` equals a head only when
+    ``v`` starts with that very head (its sixth byte is the head's length byte)."""
+    if len(value) > 5 and value[4] == 0x0A and value[5] < 0x80 and value.startswith(PROTOBUF_MAGIC) and 6 + value[5] <= len(value):
+        return value[:6 + value[5]]
+    return None
+
+
 _PROTO_CACHE: Dict[bytes, Decoded] = {}
 
 
 def _decode_protobuf(value: bytes) -> Decoded:
-    """Fast path for what the apiserver writes (TypeMeta first, short lengths), cached per distinct TypeMeta;
-    anything else goes through the general field parser."""
-    if len(value) > 7 and value[4] == 0x0A and value[5] < 0x80 and value[6] == 0x0A:
-        type_meta = value[7:6 + value[5]] if 6 + value[5] <= len(value) else b""
-        found = _PROTO_CACHE.get(type_meta)
-        if found is not None:
-            return found
-        decoded = _decode_protobuf_fields(value)
-        if decoded.readable and len(_PROTO_CACHE) < 4096:
-            _PROTO_CACHE[type_meta] = decoded
-        return decoded
-    return _decode_protobuf_fields(value)
+    """Fast path for what the apiserver writes (TypeMeta first, short lengths), cached per distinct TypeMeta head
+    (``type_meta_head``); anything else goes through the general field parser."""
+    head = type_meta_head(value)
+    if head is None:
+        return _decode_protobuf_fields(value)
+    found = _PROTO_CACHE.get(head)
+    if found is None:
+        found = _decode_protobuf_fields(value)
+        if found.readable and len(_PROTO_CACHE) < 4096:
+            _PROTO_CACHE[head] = found
+    return found
 
 
 def _decode_protobuf_fields(value: bytes) -> Decoded:

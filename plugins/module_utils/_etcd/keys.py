@@ -181,12 +181,18 @@ def classify_key(key: str, prefix: str = "/registry/") -> KeyInfo:
     if found is not None:
         return KeyInfo(OBJECT, found[0], found[1], found[2], name)
     info = _classify(key, prefix)
-    # Kept only where the name cannot change the answer: below a head of two-segment prefixes ("ranges/serviceips"),
-    # a key of two segments is looked up with its last one.
-    if (info.kind == OBJECT and info.name == name and len(_OBJECT_DIRECTORIES) < _DIRECTORIES_KEPT
-            and (key.count("/", len(prefix)) >= 2 or key[len(prefix):].partition("/")[0] not in _TWO_SEGMENT_HEADS)):
+    if len(_OBJECT_DIRECTORIES) < _DIRECTORIES_KEPT and directory_decides(key, info, prefix):
         _OBJECT_DIRECTORIES[(prefix, directory)] = (info.group, info.resource, info.namespace)
     return info
+
+
+def directory_decides(key: str, info: KeyInfo, prefix: str = "/registry/") -> bool:
+    """Whether every key of ``key``'s directory (all but its last segment) whose last segment is not empty classifies
+    as ``info``, the answer for ``key``, does: an object of the same resource and namespace, named by that segment.
+    Not where the name can change the answer: below a head of two-segment prefixes ("ranges/serviceips"), a key of
+    two segments is looked up with its last one."""
+    return (info.kind == OBJECT and info.name == key.rpartition("/")[2]
+            and (key.count("/", len(prefix)) >= 2 or key[len(prefix):].partition("/")[0] not in _TWO_SEGMENT_HEADS))
 
 
 def _classify(key: str, prefix: str) -> KeyInfo:

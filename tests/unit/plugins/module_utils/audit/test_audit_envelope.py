@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import os
+import random
 
 import pytest
 from audit_values import aescbc, aesgcm, encryption_config, json_value, kms, protobuf_value, secretbox
@@ -144,3 +145,42 @@ def test_identity_and_kms_only_config_has_no_local_keys():
     config = {"kind": "EncryptionConfiguration", "resources": [{"resources": ["secrets"], "providers": [
         {"kms": {"apiVersion": "v2", "name": "vault", "endpoint": "unix:///kms.sock"}}, {"identity": {}}]}]}
     assert not envelope.keys_from_encryption_config(config)
+
+
+HEADED = [protobuf_value("v1", "Pod"), protobuf_value("apps/v1", "Deployment", raw=bytes(range(50))), b"k8s\x00\x0a\x04\x0a\x02v1",
+          b"k8s\x00\x0a\x01\x0a", b"k8s\x00\x0a\x00", b"k8s\x00\x0a\x05\x12\x03Pod", b"k8s\x00\x0a\x03\x0a\x01\xff"]
+NOT_HEADED = [protobuf_value("v1", "ConfigMap" + "x" * 140), b"k8s\x00\x0a\x40\x0a\x02v1", b"k8s\x00\x0a", b"k8s\x00",
+              b"k8s\x00\x10\x01", b"", b"\x00garbage", WIDGET_JSON, b"XXXX\x0a\x02\x0a\x00", kms("v2", "vault")]
+
+
+def test_a_type_meta_head_alone_decides_the_decoding():
+    """The audit groups values by ``type_meta_head`` undecoded: whatever follows a head, the value decodes as any
+    value of that head; a value with no head (not an envelope, a TypeMeta over 127 bytes, truncated) has none."""
+    assert [envelope.type_meta_head(v) for v in NOT_HEADED] == [None] * len(NOT_HEADED)
+    for value in HEADED:
+        head = envelope.type_meta_head(value)
+        assert head is not None and value.startswith(head) and len(head) == 6 + head[5]
+        for tail in (b"", b"\x12\x00", bytes(range(256)), b"\xff" * 3):
+            assert envelope.type_meta_head(head + tail) == head
+            assert envelope.decode_value(head + tail) == envelope.decode_value(value)
+
+
+def test_only_a_value_that_starts_with_a_head_is_looked_up_as_it():
+    """The audit's scan looks a value up as ``value[:6 + value[5]]``: among any bytes, only those that start with a
+    head (cut, grown or flipped envelopes, garbage) are found under it."""
+    heads = {envelope.type_meta_head(v): envelope.decode_value(v) for v in HEADED}
+    rng = random.Random(5)
+    candidates = list(NOT_HEADED)
+    for value in HEADED + NOT_HEADED:
+        for _mutation in range(300):
+            mutated = bytearray(value[:rng.randrange(len(value) + 1)] + rng.randbytes(rng.randrange(4)))
+            if mutated and rng.random() < 0.5:
+                mutated[rng.randrange(len(mutated))] = rng.randrange(256)
+            candidates.append(bytes(mutated))
+    found = 0
+    for value in candidates:
+        looked_up = value[:6 + value[5]] if len(value) > 5 else None
+        if looked_up in heads:
+            found += 1
+            assert envelope.type_meta_head(value) == looked_up and envelope.decode_value(value) == heads[looked_up]
+    assert found > 100

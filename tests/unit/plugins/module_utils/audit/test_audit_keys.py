@@ -124,3 +124,23 @@ def test_a_directory_seen_before_gives_the_answer_the_full_walk_gives():
         keys._OBJECT_DIRECTORIES.clear()
         for key in order:
             assert keys.classify_key(key) == keys._classify(key, "/registry/"), key
+
+
+@pytest.mark.parametrize("key, decides", [
+    ("/registry/pods/ns/a", True), ("/registry/namespaces/default", True), ("/registry/minions/node-1", True),
+    ("/registry/services/specs/default/kubernetes", True), ("/registry/services/endpoints/default/kubernetes", True),
+    ("/registry/apiregistration.k8s.io/apiservices/v1.", True), ("/registry/example.com/widgets/ns/w", True),
+    ("/registry/example.com/widgets/w", True), ("/registry/events/ns/e.1", True),
+    ("/registry/ranges/serviceips", False), ("/registry/ranges/servicenodeports", False), ("/registry/masterleases/10.0.0.1", False),
+    ("/registry/pods/ns/", False), ("/registry/pods/ns/a/extra", False), ("/registry/pods/only-a-name", False),
+    ("/registry/services/x", False), ("/registry//x", False), ("/other/pods/ns/a", False), ("/registry/example.com", False),
+])
+def test_a_directory_that_decides_gives_its_answer_to_every_name(key, decides):
+    """What the audit's scan relies on to classify a directory's first key only: every other name in that directory
+    classifies as the first key does, with its own name."""
+    info = keys._classify(key, "/registry/")
+    assert keys.directory_decides(key, info) is decides
+    if decides:
+        directory = key.rpartition("/")[0]
+        for name in ("a", "b.c", "system:x", "serviceips", "servicenodeports", "specs", "endpoints", "\ufffd", "10.0.0.1"):
+            assert keys._classify(f"{directory}/{name}", "/registry/") == info._replace(name=name)

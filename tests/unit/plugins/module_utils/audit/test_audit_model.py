@@ -121,12 +121,18 @@ def test_objects_from_audit():
     assert list(found) == ["widgets.example.com"] and len(found["widgets.example.com"]) == 50
 
 
-def test_memory_is_flat_in_the_number_of_keys():
-    """Only counters and ``names_limit`` names are kept, however many keys pass."""
+@pytest.mark.parametrize("by_scan", [False, True])
+def test_memory_is_flat_in_the_number_of_keys(by_scan):
+    """Only counters (one bucket per decoded form) and ``names_limit`` names are kept, however many keys pass."""
     aggregator = model.AuditAggregator(model.AuditOptions(names_limit=5, readable={"configmaps": {"v2"}}))
     value = protobuf_value("v1", "ConfigMap")
-    for i in range(20000):
-        key = f"/registry/configmaps/bulk/cm-{i}"
-        aggregator.add(key, keys.classify_key(key), envelope.decode_value(value))
+    pairs = [(f"/registry/configmaps/bulk/cm-{i}", value) for i in range(20000)]
+    if by_scan:
+        aggregator.fold((key.encode(), value) for key, value in pairs)
+    else:
+        for key, value in pairs:
+            aggregator.add(key, keys.classify_key(key), envelope.decode_value(value), len(value))
     tally = aggregator.tallies["configmaps"]
-    assert tally.not_readable.count == 20000 and len(tally.not_readable.names) == 5 and tally.objects == 20000
+    assert len(tally.buckets) <= 2 and len(tally.not_readable_names) == 5 and len(tally.versions["v1"][1]) == 5
+    result = aggregator.result()["resources"]["configmaps"]
+    assert result["not_readable"] == 20000 and result["objects"] == 20000 and result["bytes"] == 20000 * len(value)
