@@ -65,6 +65,11 @@ pages_per_second 20):
                    store's size); scratch etcd VmHWM 3,274; target apiserver 297; largest sum at one sample 3,626
                    (at 153 s) against the module's estimate (room.memory_needed) 3,137: 14% under (since then
                    the estimate is 4x the data + 768 MiB, not 3x: 3,926 here, 8% over)
+The read's quadratic part is etcd counting the rest of the range on every LIST page (etcd-io/etcd#16510). At 302,274
+keys (--objects 2000 --secrets 100 --bulk-configmaps 300000 --pages-per-second 0, load 4 to 8, 2026-12-03), pages of
+500 objects read in 35.4 s (649 requests), pages of 5,000 in 14.7 s (106 requests; scratch etcd CPU 45.1 -> 30.9 s,
+target apiserver peak 289 -> 362 MiB); the module now reads a resource in about 100 pages of 500 to 5,000
+(``_rehearse/reader.page_size``). Not re-run at 1,000,000 keys.
   CPU s            module 33.7, scratch etcd 257.8, target apiserver 19.7; live etcd during the whole rehearsal 22.8
                    (1,709 ranges, 668.6 MiB sent) against 9.75 for the unthrottled audit and 5.62 for etcdctl get
   live readers     etcdctl get 28.6 s (best of 2; 52.3 first), audit unthrottled 19.1 s (best of 2; 29.6 first)
