@@ -27,19 +27,11 @@ import time
 from typing import Callable, Iterable, List, Optional, Tuple, Union
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import versions
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.client import EtcdError, EtcdReader, _GrpcChannel
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.versions import EtcdVersion
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, poll_past
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import process_running
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError, KubeUpgradeError
-
-try:
-    import grpc
-
-    from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import rpc_pb2
-except ImportError:  # pragma: no cover - _GrpcChannel names grpcio and protobuf, and how to install them, before any call
-    pass
 
 PREFIX = "kubeupgrade-rehearsal-"
 OWNER = "owner.pid"
@@ -53,6 +45,15 @@ STATUS_TIMEOUT = 2.0  # seconds for one status call (Maintenance/Status) while t
 ETCD_POLL = 0.2  # seconds between two status calls while the scratch etcd starts
 EXITED, ANSWERED, STARTING = "exited", "answered", "starting"
 UNNAMED_GRACE = 60.0  # seconds a workspace without its owner file is taken for one being made, not a killed run's
+
+
+def _client():
+    """The etcd client (``client.py``: its gRPC channel, the generated messages and grpcio), imported when a scratch
+    member is waited for or written: every module removes stale workspaces at its start, and that must not cost the
+    import of grpcio."""
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client  # pylint: disable=import-outside-toplevel
+
+    return client
 
 
 class ScratchError(KubeUpgradeError):
@@ -334,13 +335,15 @@ class ScratchEtcd:
         """Whether it answered before it exited, logged that its port was taken, or the time ran out (either of the
         first two ends the wait at once; ``start`` names the log's last line)."""
 
+        not_answering = _client().EtcdError
+
         def fetch() -> str:
             if self.process.poll() is not None or PORT_TAKEN in self.workspace.log_text("etcd.log"):
                 return EXITED
             try:
                 self._status(STATUS_TIMEOUT)
                 return ANSWERED
-            except EtcdError:
+            except not_answering:
                 return STARTING
 
         return poll_past(fetch, STARTING, timeout, ETCD_POLL, clock, sleep) == ANSWERED
@@ -348,13 +351,16 @@ class ScratchEtcd:
     def _status(self, timeout: float) -> dict:
         """Its status over gRPC (an EtcdError while it does not answer); a new channel each time, so that none waits out
         grpcio's reconnection backoff after the refusals of a member still starting."""
-        return EtcdReader(EtcdSettings(endpoints=[self.url], timeout=timeout)).status(transport="grpc")
+        return _client().EtcdReader(EtcdSettings(endpoints=[self.url], timeout=timeout)).status(transport="grpc")
 
     def put_all(self, pairs: Iterable[Tuple[bytes, bytes]], progress: Optional[Callable[[int], None]] = None) -> Tuple[int, int]:
         """Write every (key, value) in ``KV/Txn`` transactions of up to TXN_OPS puts (or TXN_BYTES); returns (keys, bytes)."""
-        channel = _GrpcChannel(self.url, EtcdSettings(endpoints=[self.url], timeout=WRITE_TIMEOUT))
-        txn = channel.unary(TXN_METHOD, rpc_pb2.TxnRequest, rpc_pb2.TxnResponse)
-        put, operation = rpc_pb2.PutRequest, rpc_pb2.RequestOp
+        etcd = _client()
+        # the client's channel: its constructor names grpcio and protobuf, and how to install them, when they are missing
+        channel = etcd._GrpcChannel(self.url, EtcdSettings(endpoints=[self.url], timeout=WRITE_TIMEOUT))  # pylint: disable=protected-access
+        messages = etcd.rpc_pb2
+        txn = channel.unary(TXN_METHOD, messages.TxnRequest, messages.TxnResponse)
+        put, operation = messages.PutRequest, messages.RequestOp
         batch, size, keys, total = [], 0, 0, 0
         try:
             for key, value in pairs:
@@ -362,22 +368,22 @@ class ScratchEtcd:
                 size += len(key) + len(value)
                 keys += 1
                 if len(batch) >= TXN_OPS or size >= TXN_BYTES:
-                    self._write(txn, batch)
+                    self._write(txn, messages.TxnRequest(success=batch), etcd.grpc.RpcError)
                     total += size
                     batch, size = [], 0
                     if progress:
                         progress(keys)
             if batch:
-                self._write(txn, batch)
+                self._write(txn, messages.TxnRequest(success=batch), etcd.grpc.RpcError)
                 total += size
         finally:
             channel.close()
         return keys, total
 
-    def _write(self, txn, batch: list) -> None:
+    def _write(self, txn, request, rpc_error) -> None:
         try:
-            txn(rpc_pb2.TxnRequest(success=batch), timeout=WRITE_TIMEOUT)
-        except grpc.RpcError as error:
+            txn(request, timeout=WRITE_TIMEOUT)
+        except rpc_error as error:
             said = f"gRPC {error.code().name}: {error.details() or ''}"
             if self.process is not None and self.process.poll() is not None:
                 raise ScratchError(f"the scratch etcd ({self.binary}) exited while the copy was written (exit "
