@@ -24,12 +24,15 @@ containerd and its shims stopped by PID, every mount below the node's directorie
 removed. ``host_state()`` is what the tests compare before and after.
 
 The node uses kubeadm's fixed ports (6443, 2379-2381, 10248-10259): they are checked free first, and a lock file
-keeps two nodes of this machine (two pytest workers) apart; the second waits.
+keeps two nodes of this machine (two pytest workers) apart; the second waits. A node whose test process was killed
+before its teardown (a timeout, a cancelled run) is undone by the next node, from the ledger it wrote before it
+changed the host.
 """
 
 from __future__ import annotations
 
 import base64
+import contextlib
 import fcntl
 import json
 import os
@@ -60,6 +63,12 @@ SYSCTLS = ("vm/overcommit_memory", "vm/panic_on_oom", "kernel/panic", "kernel/pa
 HOST_PATHS = ("/etc/kubernetes", "/var/lib/kubelet", "/var/log/containers", "/var/log/pods", "/var/run/kubernetes",
               "/run/containerd", "/var/lib/etcd")
 LOCK = os.path.join(tempfile.gettempdir(), "kubeupgrade-kubeadm-node.lock")
+# What a node is about to change on the host, written (under the lock) before it changes anything and removed once its
+# teardown put the host back: a node whose test process was killed (a timeout, a cancelled run) leaves it behind, and
+# the next node undoes what that one left before it starts (undo_a_killed_node).
+LEDGER = os.path.join(tempfile.gettempdir(), "kubeupgrade-kubeadm-node.json")
+# The bind mounts a node puts over kubeadm's fixed paths.
+BIND_TARGETS = ("/etc/kubernetes", "/var/lib/kubelet")
 # Bounded waits (seconds); the machine runs other tests at the same time.
 CONTAINERD_TIMEOUT, INIT_TIMEOUT, READY_TIMEOUT, COMMAND_TIMEOUT = 60, 600, 300, 900
 # How long a node waits for another node of this machine (another pytest worker's test, up to about 8 minutes here).
@@ -227,10 +236,146 @@ def _kubepods_cgroups():
 
 
 def host_state() -> dict:
-    """What a node changes on the host and must put back: kernel settings, mounts, kubepods cgroups, host paths."""
+    """What a node changes on the host and must put back: kernel settings, mounts, kubepods cgroups, host paths
+    (lists only: the same after a round trip through the ledger's JSON)."""
     return {"sysctls": {name: _read_sysctl(name) for name in SYSCTLS if os.path.exists(f"/proc/sys/{name}")},
-            "mounts": sorted(mounts()), "cgroups": _kubepods_cgroups(),
+            "mounts": [list(mount) for mount in sorted(mounts())], "cgroups": _kubepods_cgroups(),
             "paths": sorted(path for path in HOST_PATHS if os.path.lexists(path))}
+
+
+def _kubepods_pids() -> list:
+    """The processes in the kubepods cgroups (only a node's kubelet makes them)."""
+    pids = set()
+    for cgroup in _kubepods_cgroups():
+        for dirpath, _dirs, files in os.walk(cgroup):
+            if "cgroup.procs" in files:
+                with open(os.path.join(dirpath, "cgroup.procs")) as handle:
+                    pids.update(int(line) for line in handle if line.strip())
+    return sorted(pids)
+
+
+def machine_lock():
+    """The lock that keeps nodes of this machine apart (another pytest worker's node holds the fixed ports and paths):
+    an open file, locked until it is closed; waits up to ``LOCK_TIMEOUT``."""
+    handle = open(LOCK, "w")
+    deadline = time.monotonic() + LOCK_TIMEOUT
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return handle
+        except OSError:
+            if time.monotonic() > deadline:
+                handle.close()
+                raise NodeError(f"another kubeadm test node held {LOCK} for {LOCK_TIMEOUT} s") from None
+            time.sleep(2)
+
+
+def undo_host_changes(workdir, socket_dir, host_before, created_paths, bind_mounts) -> list:
+    """Undo what a node changed on the host, whatever it reached, its processes already stopped: the problems met, and
+    any difference of ``host_state()`` from ``host_before`` (empty: the host is as it was)."""
+    problems = []
+    for what, action in (("unmount", lambda: _unmount(workdir, bind_mounts)),
+                         ("remove the kubepods cgroups", lambda: _remove_cgroups((host_before or {}).get("cgroups", []))),
+                         ("restore the kernel settings", lambda: _restore_sysctls((host_before or {}).get("sysctls", {}))),
+                         ("remove the host paths the node created", lambda: _remove_paths(created_paths)),
+                         ("remove containerd's socket directory", lambda: shutil.rmtree(socket_dir, ignore_errors=True))):
+        try:
+            action()
+        except Exception as error:  # every step is tried whatever the one before met
+            problems.append(f"{what}: {error}")
+    if host_before is not None:
+        after = host_state()
+        for key, before in host_before.items():
+            if after[key] != before:
+                problems.append(f"the host's {key} changed: before {before}, after {after[key]}")
+    return problems
+
+
+def undo_a_killed_node() -> list:
+    """Undo what a node whose test process was killed left on this machine (``LEDGER``), called under the lock: the
+    processes naming its directories (kubelet, containerd, shims) and its pods stopped, then ``undo_host_changes``.
+    The problems left (empty: there was none, or it is undone and the ledger removed)."""
+    try:
+        with open(LEDGER, encoding="utf-8") as handle:
+            left = json.load(handle)
+        marks = (left["workdir"].encode(), left["socket_dir"].encode())
+        mounted_before = {mount[0] for mount in left["host_before"]["mounts"]}
+    except FileNotFoundError:
+        return []
+    except (ValueError, KeyError, TypeError) as error:
+        return [f"{LEDGER} is not a node's ledger ({error!r}): check the host by hand (mounts on {BIND_TARGETS}, "
+                f"kubepods cgroups), then remove it"]
+    own = os.getpid()
+    pids = [pid for pid in (int(entry) for entry in os.listdir("/proc") if entry.isdigit())
+            if pid != own and any(mark in part for part in cmdline(pid) for mark in marks)]
+    stop_pids(pids + _kubepods_pids(), timeout=10)
+    problems = undo_host_changes(left["workdir"], left["socket_dir"], left["host_before"], left["created_paths"],
+                                 [target for target in BIND_TARGETS if target not in mounted_before])
+    if not problems:
+        os.unlink(LEDGER)
+    return problems
+
+
+def _unmount(workdir, bind_mounts):
+    """Every mount below the node's directories (lazily), then its bind mounts, each as many times as it is stacked
+    (the kubelet binds its root directory onto itself to make it shared)."""
+    prefixes = [str(workdir) + "/", "/var/lib/kubelet/", "/etc/kubernetes/", "/run/containerd/"]
+    below = [point for point, _fs, _src in mounts() if any(point.startswith(p) for p in prefixes)]
+    for point in sorted(set(below), key=len, reverse=True):
+        subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+    errors = []
+    for target in reversed(bind_mounts):
+        for _attempt in range(10):
+            if target not in {point for point, _fs, _src in mounts()}:
+                break
+            proc = subprocess.run(["umount", target], capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                errors.append(f"umount {target}: {proc.stderr.strip()}")
+                subprocess.run(["umount", "-l", target], capture_output=True, check=False)
+                time.sleep(1)
+    left = [point for point, _fs, _src in mounts()
+            if point in bind_mounts or any(point.startswith(p) for p in prefixes)]
+    if left:
+        raise NodeError(f"still mounted: {left} ({'; '.join(errors)})")
+
+
+def _remove_cgroups(keep):
+    left = []
+    for cgroup in _kubepods_cgroups():
+        if cgroup in keep:
+            continue
+        for dirpath, _dirs, _files in sorted(os.walk(cgroup), key=lambda entry: len(entry[0]), reverse=True):
+            try:
+                os.rmdir(dirpath)
+            except OSError as error:
+                left.append(f"{dirpath}: {error}")
+    if left:
+        raise NodeError("; ".join(left[:5]))
+
+
+def _restore_sysctls(before):
+    for name, value in before.items():
+        if _read_sysctl(name) != value:
+            with open(f"/proc/sys/{name}", "w") as handle:
+                handle.write(value)
+
+
+def _remove_paths(paths):
+    mounted = {point for point, _fs, _src in mounts()}
+    left = []
+    for path in paths:
+        if path in mounted:
+            left.append(f"{path}: still mounted")
+            continue
+        try:
+            if os.path.islink(path) or os.path.isfile(path):
+                os.unlink(path)
+            elif os.path.isdir(path):
+                shutil.rmtree(path)
+        except OSError as error:
+            left.append(f"{path}: {error}")
+    if left:
+        raise NodeError("; ".join(left))
 
 
 def port_free(port) -> bool:
@@ -433,23 +578,18 @@ class KubeadmNode:
 
     def start(self):
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = open(LOCK, "w")
-        deadline = time.monotonic() + LOCK_TIMEOUT
-        while True:  # another node of this machine (another pytest worker) holds the fixed ports: wait for it
-            try:
-                fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise NodeError(f"another kubeadm test node held {LOCK} for {LOCK_TIMEOUT} s") from None
-                time.sleep(2)
+        self._lock = machine_lock()
+        left = undo_a_killed_node()
+        if left:
+            raise NodeError(f"a node whose test process was killed left this machine changed ({LEDGER}), and undoing it "
+                            f"failed: {'; '.join(left)}")
         self.host_before = host_state()
         if self.host_before["cgroups"]:
             raise NodeError(f"kubepods cgroups exist before the node starts (another kubelet?): {self.host_before['cgroups']}")
         busy = [port for port in PORTS if not port_free(port)]
         if busy:
             raise NodeError(f"kubeadm's fixed ports are in use on this machine: {busy}")
-        for path in ("/etc/kubernetes", "/var/lib/kubelet"):
+        for path in BIND_TARGETS:
             if os.path.exists(path) and os.listdir(path):
                 raise NodeError(f"{path} is not empty on this machine: not a host for a test node")
         self._prepare_host()
@@ -463,7 +603,10 @@ class KubeadmNode:
         for path in HOST_PATHS:
             if not os.path.lexists(path):
                 self._created_paths.append(path)
-        for target in ("/etc/kubernetes", "/var/lib/kubelet"):
+        with open(LEDGER, "w", encoding="utf-8") as handle:
+            json.dump({"workdir": str(self.workdir), "socket_dir": str(self.socket_dir), "host_before": self.host_before,
+                       "created_paths": self._created_paths}, handle)
+        for target in BIND_TARGETS:
             private = self.workdir / "host" / target.strip("/").replace("/", "-")
             private.mkdir(parents=True, exist_ok=True)
             os.makedirs(target, exist_ok=True)
@@ -614,16 +757,11 @@ class KubeadmNode:
         step("stop the kubelet", self._stop_kubelet)
         step("stop the pods' processes", self._stop_pod_processes)
         step("stop containerd and its shims", self._stop_containerd)
-        step("unmount", self._unmount)
-        step("remove the kubepods cgroups", self._remove_cgroups)
-        step("restore the kernel settings", self._restore_sysctls)
-        step("remove the host paths the node created", self._remove_paths)
-        step("remove containerd's socket directory", lambda: shutil.rmtree(self.socket_dir, ignore_errors=True))
-        if self.host_before is not None:  # compared while the lock still keeps another node of this machine out
-            after = host_state()
-            for key, before in self.host_before.items():
-                if after[key] != before:
-                    problems.append(f"the host's {key} changed: before {before}, after {after[key]}")
+        problems += undo_host_changes(self.workdir, self.socket_dir, self.host_before, self._created_paths, self._mounted)
+        self._mounted = []
+        if problems == [] and self.host_before is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(LEDGER)  # the host is back as it was: nothing for the next node to undo
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -643,71 +781,8 @@ class KubeadmNode:
             tasks = self.ctr("tasks", "ls", "-q", check=False).stdout.split()
             for task in tasks:
                 self.ctr("tasks", "kill", "-s", "SIGKILL", task, check=False)
-        pids = set()
-        for cgroup in _kubepods_cgroups():
-            for dirpath, _dirs, files in os.walk(cgroup):
-                if "cgroup.procs" in files:
-                    with open(os.path.join(dirpath, "cgroup.procs")) as handle:
-                        pids.update(int(line) for line in handle if line.strip())
-        stop_pids(sorted(pids), timeout=10)
+        stop_pids(_kubepods_pids(), timeout=10)
 
     def _stop_containerd(self):
         self.containerd.stop(remove_socket_dir=False)  # removed last, below
 
-    def _unmount(self):
-        prefixes = [str(self.workdir) + "/", "/var/lib/kubelet/", "/etc/kubernetes/", "/run/containerd/"]
-        below = [point for point, _fs, _src in mounts() if any(point.startswith(p) for p in prefixes)]
-        for point in sorted(set(below), key=len, reverse=True):
-            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-        errors = []
-        for target in reversed(self._mounted):
-            for _attempt in range(5):
-                if target not in {point for point, _fs, _src in mounts()}:
-                    break
-                proc = subprocess.run(["umount", target], capture_output=True, text=True, check=False)
-                if proc.returncode != 0:
-                    errors.append(f"umount {target}: {proc.stderr.strip()}")
-                    time.sleep(1)
-            else:
-                subprocess.run(["umount", "-l", target], capture_output=True, check=False)
-        self._mounted = []
-        left = [point for point, _fs, _src in mounts()
-                if point in ("/etc/kubernetes", "/var/lib/kubelet") or any(point.startswith(p) for p in prefixes)]
-        if left:
-            raise NodeError(f"still mounted: {left} ({'; '.join(errors)})")
-
-    def _remove_cgroups(self):
-        left = []
-        for cgroup in _kubepods_cgroups():
-            if self.host_before and cgroup in self.host_before["cgroups"]:
-                continue
-            for dirpath, _dirs, _files in sorted(os.walk(cgroup), key=lambda entry: len(entry[0]), reverse=True):
-                try:
-                    os.rmdir(dirpath)
-                except OSError as error:
-                    left.append(f"{dirpath}: {error}")
-        if left:
-            raise NodeError("; ".join(left[:5]))
-
-    def _restore_sysctls(self):
-        for name, value in ((self.host_before or {}).get("sysctls") or {}).items():
-            if _read_sysctl(name) != value:
-                with open(f"/proc/sys/{name}", "w") as handle:
-                    handle.write(value)
-
-    def _remove_paths(self):
-        mounted = {point for point, _fs, _src in mounts()}
-        left = []
-        for path in self._created_paths:
-            if path in mounted:
-                left.append(f"{path}: still mounted")
-                continue
-            try:
-                if os.path.islink(path) or os.path.isfile(path):
-                    os.unlink(path)
-                elif os.path.isdir(path):
-                    shutil.rmtree(path)
-            except OSError as error:
-                left.append(f"{path}: {error}")
-        if left:
-            raise NodeError("; ".join(left))

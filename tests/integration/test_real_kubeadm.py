@@ -25,7 +25,9 @@ The node's etcd is etcd 3.5 behind the 3.6 tag kubeadm asks for (see kubeadm_nod
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -34,13 +36,19 @@ from pathlib import Path
 import pytest
 import yaml
 from kubeadm_node import (
+    BIND_TARGETS,
     ETCD_VERSION,
     FROM_VERSION,
+    HOST_PATHS,
+    LEDGER,
     TO_VERSION,
     KubeadmNode,
     asset,
     build_images,
+    host_state,
+    machine_lock,
     missing_requirements,
+    undo_a_killed_node,
 )
 from real_binaries import PLAYBOOKS, explain, report, seed_135, seeded_objects_read, unreadable
 
@@ -81,6 +89,58 @@ def kubeadm_node(kubeadm_images, tmp_path):
         problems = node.stop()  # with any difference of the host's state from before the node (host_state)
         print(f"kubeadm node times (s): {node.times}")
         assert problems == [], problems
+
+
+def test_a_node_whose_test_process_was_killed_is_undone_before_the_next_one_starts(tmp_path):
+    """What a run killed mid-test leaves (a CI machine met it: the next run's node refused to start): the bind mounts,
+    the kubelet's self-bind stacked on /var/lib/kubelet, a kubelet and a pod's process, the kubepods cgroups, the
+    kubelet's kernel setting, containerd's socket directory. The next node undoes them from the ledger, and the host
+    is as it was."""
+    if os.geteuid() != 0:
+        if os.environ.get("CI") == "true" or os.environ.get("KUBEUPGRADE_TEST_REQUIRE_CONTAINERD"):
+            pytest.fail("needs root (mounts, cgroups)", pytrace=False)
+        pytest.skip("needs root (mounts, cgroups)")
+    lock = machine_lock()  # no node of this machine runs meanwhile
+    workdir, socket_dir = tmp_path / "killed-node", tmp_path / "kubeupgrade-ctr-killed"
+    sleeper = [sys.executable, "-c", "import time; time.sleep(300)"]
+    processes = []
+    try:
+        before = host_state()
+        assert not before["cgroups"] and not [mount for mount in before["mounts"] if mount[0] in BIND_TARGETS], before
+        Path(LEDGER).write_text(json.dumps({
+            "workdir": str(workdir), "socket_dir": str(socket_dir), "host_before": before,
+            "created_paths": [path for path in HOST_PATHS if not os.path.lexists(path)]}), encoding="utf-8")
+        for target in BIND_TARGETS:
+            private = workdir / "host" / target.strip("/").replace("/", "-")
+            private.mkdir(parents=True)
+            os.makedirs(target, exist_ok=True)
+            subprocess.run(["mount", "--bind", str(private), target], check=True)
+        for args in (["--make-private", "/var/lib/kubelet"], ["--bind", "/var/lib/kubelet", "/var/lib/kubelet"],
+                     ["--make-rshared", "/var/lib/kubelet"]):  # what the kubelet does to its root directory
+            subprocess.run(["mount", *args], check=True)
+        (Path("/var/lib/kubelet") / "config.yaml").write_text("kind: KubeletConfiguration\n", encoding="utf-8")
+        socket_dir.mkdir()
+        processes.append(subprocess.Popen([*sleeper, f"--config={workdir}/kubelet.yaml"]))  # the kubelet names the workdir
+        processes.append(subprocess.Popen(sleeper))  # a pod's process, in a kubepods cgroup
+        hierarchy = "/sys/fs/cgroup/pids" if os.path.isdir("/sys/fs/cgroup/pids") else "/sys/fs/cgroup"
+        pod_cgroup = Path(hierarchy, "kubepods", "besteffort", "pod-killed")
+        pod_cgroup.mkdir(parents=True)
+        (pod_cgroup / "cgroup.procs").write_text(str(processes[1].pid), encoding="utf-8")
+        Path("/proc/sys/vm/overcommit_memory").write_text("1", encoding="utf-8")  # the kubelet's setting
+        assert host_state() != before
+
+        assert undo_a_killed_node() == []
+
+        assert [process.wait(timeout=30) for process in processes] == [-15, -15]  # stopped (SIGTERM), by PID
+        assert host_state() == before
+        assert not os.path.exists(LEDGER) and not socket_dir.exists()
+        assert undo_a_killed_node() == []  # nothing left: nothing done
+    finally:
+        for process in processes:
+            process.kill()
+        if os.path.exists(LEDGER):
+            print(f"undone after the test: {undo_a_killed_node()}")
+        lock.close()
 
 
 def inventory(node, tmp_path):
