@@ -495,7 +495,6 @@ backend:
 
 import functools
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import resource_verdicts
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
@@ -532,10 +531,17 @@ def argument_spec() -> dict:
     }
 
 
+def judge(*args):
+    """The check's verdicts for ``select: from_check``: the judge is given to the migration, which imports no check.
+    Imported when called: the judge is a third of the module's imports, and every other ``select`` does without it
+    (a module task compiles each file it imports from source)."""
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge.engine import resource_verdicts
+    return resource_verdicts(*args)
+
+
 def main() -> None:
     mod = KubeUpgradeModule(argument_spec(), empty_result=runner.EMPTY_RESULT, supports_check_mode=True)
-    # select: from_check migrates what the check judges: the judge is given to the migration, which imports no check
-    mod.run(functools.partial(runner.run, judge=resource_verdicts))
+    mod.run(functools.partial(runner.run, judge=judge))
 
 
 if __name__ == "__main__":
