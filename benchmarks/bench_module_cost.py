@@ -9,6 +9,9 @@ Rows, each a module task that does almost nothing:
   hash    ``kubeupgrade.storage.storage_version_hash`` (``version: v1, kind: Pod``): no connection
   info    ``kubeupgrade.storage.storage_version_info`` against one simulated apiserver (tests/simulator, TLS): one
           observation of one endpoint
+  migrate ``kubeupgrade.storage.storage_migration`` in check mode (``resources: [configmaps]``, ``backend: client``,
+          ``update_records: false``) against the same apiserver: a migration task with nothing to do (it observes,
+          selects and says what it would migrate)
   audit   ``kubeupgrade.storage.storage_version_audit`` against an etcd holding one ConfigMap (etcd 3.5 of
           ``KUBEUPGRADE_TEST_K8S_ASSETS``, else the one on PATH; the row is left out without either)
 End to end: a play of ``--tasks`` copies of the task on localhost (connection local, ``ANSIBLE_PIPELINING=1``: the
@@ -104,8 +107,8 @@ from _common import AUDIT_VALUES, HERE, REPO, ansible_env, on_path
 
 on_path(AUDIT_VALUES, "tests/simulator", "tests")
 
-ROWS = ["debug", "ping", "hash", "info", "audit"]
-COLLECTION_ROWS = ("hash", "info", "audit")
+ROWS = ["debug", "ping", "hash", "info", "migrate", "audit"]
+COLLECTION_ROWS = ("hash", "info", "migrate", "audit")
 COLLECTION = "ansible_collections.kubeupgrade.storage."
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
@@ -123,6 +126,11 @@ def tasks_for(label, context):
     if row == "info" and context.get("plane"):
         plane = context["plane"]
         return "kubeupgrade.storage.storage_version_info", {"kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints[:1]}
+    if row == "migrate" and context.get("plane"):
+        plane = context["plane"]  # in check mode: it observes, selects and reports what it would migrate
+        return "kubeupgrade.storage.storage_migration", {
+            "kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints[:1], "resources": ["configmaps"],
+            "backend": "client", "update_records": False, "_check_mode": True}
     if row == "audit" and context.get("etcd"):
         return "kubeupgrade.storage.storage_version_audit", {"etcd_endpoints": [context["etcd"].url]}
     return None
@@ -135,8 +143,10 @@ def one_configmap():
 
 
 def write_play(path, module, args, count):
+    args = dict(args)
+    keywords = {"check_mode": True} if args.pop("_check_mode", False) else {}
     play = [{"hosts": "localhost", "connection": "local", "gather_facts": False,
-             "tasks": [{"name": f"task {i}", module: args} for i in range(count)]}]
+             "tasks": [{"name": f"task {i}", module: args, **keywords} for i in range(count)]}]
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(play, handle)
     return path
@@ -385,7 +395,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="bench-module-cost-") as workdir:
         context = {}
         try:
-            if "info" in args.rows:
+            if "info" in args.rows or "migrate" in args.rows:
                 from apisim.harness import ControlPlane
                 context["plane"] = ControlPlane(os.path.join(workdir, "plane"), apiservers=1).__enter__()
             if "audit" in args.rows:
