@@ -83,12 +83,25 @@ class Connections:
         self.local = threading.local()
 
     def send(self, method, path, body=None, content_type="application/json"):
-        conn = getattr(self.local, "conn", None)
-        if conn is None:
-            conn = self.local.conn = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=60)
         headers = dict(self.headers)
         if body is not None:
             headers["Content-Type"] = content_type
+        reused = getattr(self.local, "conn", None) is not None
+        try:
+            return self._send(method, path, body, headers)
+        except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError):
+            if not reused:
+                raise
+            # the apiserver closed a connection left idle while a long measurement ran: once more on a fresh one, as
+            # a pooling client (urllib3) does
+            self.local.conn.close()
+            self.local.conn = None
+            return self._send(method, path, body, headers)
+
+    def _send(self, method, path, body, headers):
+        conn = getattr(self.local, "conn", None)
+        if conn is None:
+            conn = self.local.conn = http.client.HTTPSConnection(self.host, self.port, context=self.context, timeout=60)
         conn.request(method, path, body=body, headers=headers)
         response = conn.getresponse()
         return response.status, response.read()
