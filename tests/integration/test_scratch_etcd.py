@@ -65,3 +65,39 @@ def test_a_scratch_etcd_that_dies_during_the_copy_is_said(member):
         member.put_all(pairs())
     assert str(raised.value).startswith(f"the scratch etcd ({member.binary}) exited while the copy was written (exit -9, gRPC "), \
         str(raised.value)
+
+
+LAUNCH_SCRIPT = r"""
+import os, sys, time
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
+forks = []
+os.register_at_fork(before=lambda: forks.append(1))  # runs on fork(), and on a subprocess with a preexec_fn
+workspace = scratch.Workspace(sys.argv[1])
+child = workspace.start(["sleep", "300"], "sleep.log")
+deadline = time.monotonic() + 20
+while not open(f"/proc/{child.pid}/cmdline", "rb").read().startswith(b"sleep\0"):
+    assert time.monotonic() < deadline, "the launcher never became the program"
+    time.sleep(0.05)
+print(child.pid, len(forks), flush=True)
+os._exit(0)  # the module killed: no close(), no teardown
+"""
+
+
+def test_a_child_is_started_without_fork_handlers_becomes_the_program_and_dies_with_the_module(tmp_path):
+    """A fork that runs handlers hung a rehearsal for good once gRPC's threads ran in the module (grpc/grpc#34442):
+    children are started with vfork (no handlers run, none of the module's code between fork and exec), and still die
+    with the module (the launcher asks for PR_SET_PDEATHSIG, then execs the program)."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    done = subprocess.run([sys.executable, "-c", LAUNCH_SCRIPT, str(tmp_path)], capture_output=True, text=True,
+                          timeout=60, env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)), check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    pid, forks = map(int, done.stdout.split())
+    assert forks == 0, "a fork handler ran: the child was started by fork(), not vfork"
+    deadline = time.monotonic() + 10
+    while scratch.process_running(pid):
+        assert time.monotonic() < deadline, f"the child {pid} outlived the module"
+        time.sleep(0.1)

@@ -6,8 +6,9 @@ Everything lives in one ``kubeupgrade-rehearsal-*`` directory (mode 0700) under 
 its target apiserver there too, ``_rehearse/apiserver.py``).
 It records the module's pid and every child's pid; a later run removes what a killed run left (its
 owner is gone), stopping only processes whose command line still names that directory. Children
-die with the module (``PR_SET_PDEATHSIG``). Nothing listens beyond 127.0.0.1, and no key, value,
-token or credential is written to the output: only the apiserver's error lines are ever shown.
+die with the module (``PR_SET_PDEATHSIG``, asked for by a launcher: no code runs between fork and exec).
+Nothing listens beyond 127.0.0.1, and no key, value, token or credential is written to the output: only the
+apiserver's error lines are ever shown.
 This is the only code that writes to an etcd, and only to the scratch one it started: puts in ``KV/Txn`` transactions
 over gRPC (its client URL is always plain http on loopback, so gRPC can always be spoken; no JSON gateway here), with
 ``client.py``'s channel and the messages of ``etcdpb/``.
@@ -15,13 +16,13 @@ over gRPC (its client URL is always plain http on loopback, so gRPC can always b
 
 from __future__ import annotations
 
-import ctypes
 import glob
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from typing import Callable, Iterable, List, Optional, Tuple, Union
@@ -133,12 +134,25 @@ def free_port() -> int:
 PORT_TAKEN = "address already in use"  # what etcd and the apiserver log when another process took the port meanwhile
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-    os.setsid()
+# What a child runs before it becomes the program: the kernel is asked to kill it when the module's thread that started
+# it is gone (PR_SET_PDEATHSIG), unless the module is already gone, then it execs the program. Nothing runs between
+# fork and exec in the module's process (no preexec_fn): the child is started with vfork, which runs no fork handlers.
+# A fork with handlers can hang for good once gRPC's threads run in the module (the copy reads the live etcd over gRPC,
+# and gRPC's handlers wait for them: grpc/grpc#34442), and Python code between fork and exec is unsafe with threads.
+_LAUNCHER = (
+    "import ctypes, os, sys\n"
+    "try:\n"
+    "    ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, 9)\n"  # PR_SET_PDEATHSIG, SIGKILL
+    "except OSError:\n"
+    "    pass\n"
+    "if os.getppid() != int(sys.argv[1]):\n"
+    "    sys.exit(70)\n"  # the module died before the signal was asked for
+    "os.execvp(sys.argv[2], sys.argv[2:])\n")
+
+
+def launched(argv: List[str]) -> List[str]:
+    """``argv`` behind the launcher that makes it die with this process."""
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(os.getpid()), *argv]
 
 
 class Workspace:
@@ -165,8 +179,8 @@ class Workspace:
     def start(self, argv: List[str], log_name: str, env: Optional[dict] = None) -> subprocess.Popen:
         log = open(self.file(log_name), "wb")
         try:
-            process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=self.path,
-                                       env=env, preexec_fn=_die_with_parent, close_fds=True)
+            process = subprocess.Popen(launched(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                       cwd=self.path, env=env, start_new_session=True, close_fds=True)
         finally:
             log.close()
         self.processes.append(process)
