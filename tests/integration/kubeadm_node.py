@@ -785,4 +785,3 @@ class KubeadmNode:
 
     def _stop_containerd(self):
         self.containerd.stop(remove_socket_dir=False)  # removed last, below
-
