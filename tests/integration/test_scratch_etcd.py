@@ -101,3 +101,17 @@ def test_a_child_is_started_without_fork_handlers_becomes_the_program_and_dies_w
     while scratch.process_running(pid):
         assert time.monotonic() < deadline, f"the child {pid} outlived the module"
         time.sleep(0.1)
+
+
+def test_a_program_that_cannot_run_is_one_line_in_its_log(tmp_path):
+    """The launcher cannot exec it: its log says so in one line (what the rehearsal shows of a child that exited), and
+    the child exits non-zero."""
+    workspace = scratch.Workspace(str(tmp_path))
+    try:
+        child = workspace.start([str(tmp_path / "no-such-binary"), "--flag"], "missing.log")
+        assert child.wait(timeout=30) != 0
+        with open(workspace.file("missing.log"), encoding="utf-8") as handle:
+            log = handle.read()
+        assert log == f"cannot run {tmp_path / 'no-such-binary'}: No such file or directory\n"
+    finally:
+        workspace.close()

@@ -136,7 +136,8 @@ PORT_TAKEN = "address already in use"  # what etcd and the apiserver log when an
 
 # What a child runs before it becomes the program: the kernel is asked to kill it when the module's thread that started
 # it is gone (PR_SET_PDEATHSIG), unless the module is already gone, then it execs the program. Nothing runs between
-# fork and exec in the module's process (no preexec_fn): the child is started with vfork, which runs no fork handlers.
+# fork and exec in the module's process (no preexec_fn): CPython (3.10+) then starts the child with vfork, which runs
+# no fork handlers.
 # A fork with handlers can hang for good once gRPC's threads run in the module (the copy reads the live etcd over gRPC,
 # and gRPC's handlers wait for them: grpc/grpc#34442), and Python code between fork and exec is unsafe with threads.
 _LAUNCHER = (
@@ -147,7 +148,10 @@ _LAUNCHER = (
     "    pass\n"
     "if os.getppid() != int(sys.argv[1]):\n"
     "    sys.exit(70)\n"  # the module died before the signal was asked for
-    "os.execvp(sys.argv[2], sys.argv[2:])\n")
+    "try:\n"
+    "    os.execvp(sys.argv[2], sys.argv[2:])\n"
+    "except OSError as error:\n"  # one line in the child's log, as the program's own would be: no traceback
+    "    sys.exit(f'cannot run {sys.argv[2]}: {error.strerror}')\n")
 
 
 def launched(argv: List[str]) -> List[str]:
