@@ -27,3 +27,19 @@ def test_no_function_is_longer_than_40_lines():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and _body_lines(node) > MAX_LINES:
                 long.append(f"{path.relative_to(ROOT.parent)}:{node.lineno} {node.name} ({_body_lines(node)} lines)")
     assert long == [], "split these into steps:\n" + "\n".join(long)
+
+
+MAX_RUNNER_COMPLEXITY = 15
+
+
+def test_no_orchestrator_is_over_complexity_15_counting_every_condition():
+    """The runners (``*runner.py``: what a module calls) read as steps: radon's count, which adds each boolean
+    operator and comprehension that ruff's McCabe count leaves out, at most 15 per function."""
+    from radon.complexity import cc_visit
+
+    heavy = [f"{path.relative_to(ROOT.parent)}:{block.lineno} {block.name} ({block.complexity})"
+             for path in sorted(ROOT.rglob("*runner.py"))
+             for top in cc_visit(path.read_text(encoding="utf-8"))
+             for block in [top, *getattr(top, "methods", [])]
+             if block.complexity > MAX_RUNNER_COMPLEXITY and not hasattr(block, "methods")]
+    assert heavy == [], "split these into steps:\n" + "\n".join(heavy)

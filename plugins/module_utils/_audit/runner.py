@@ -48,15 +48,22 @@ def _readable(params: dict) -> Tuple[Optional[str], Optional[Dict[str, Set[str]]
             readable[name] = {version.name for version in crd.versions}
     given = params.get("readable_versions")
     if given is not None:
-        if not isinstance(given, dict):
-            raise ConfigurationError("readable_versions must map resource names to version lists, e.g. {widgets.example.com: [v1]}")
-        readable = dict(readable or {})
-        for name, versions in given.items():
-            versions = [versions] if isinstance(versions, str) else versions  # one version: the agreement's storage_versions
-            if not isinstance(versions, list) or not all(isinstance(v, str) and v for v in versions):
-                raise ConfigurationError(f"readable_versions[{name}] must be a version or a list of versions such as [v1beta1, v1]")
-            readable[str(name)] = set(versions)
+        readable = dict(readable or {}, **_readable_versions(given))
     return target, readable
+
+
+def _readable_versions(given) -> Dict[str, Set[str]]:
+    """The ``readable_versions`` option, checked: resource -> versions (one version as a string: the agreement's
+    ``storage_versions``)."""
+    if not isinstance(given, dict):
+        raise ConfigurationError("readable_versions must map resource names to version lists, e.g. {widgets.example.com: [v1]}")
+    readable = {}
+    for name, versions in given.items():
+        versions = [versions] if isinstance(versions, str) else versions
+        if not isinstance(versions, list) or not all(isinstance(v, str) and v for v in versions):
+            raise ConfigurationError(f"readable_versions[{name}] must be a version or a list of versions such as [v1beta1, v1]")
+        readable[str(name)] = set(versions)
+    return readable
 
 
 def _encryption_keys(path: Optional[str]) -> Optional[envelope.EncryptionKeys]:

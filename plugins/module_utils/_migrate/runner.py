@@ -647,6 +647,15 @@ def _migrated(run_, done: tuple, result: dict) -> dict:
     result["skipped_resources"] = result["skipped_resources"] + meanwhile
     result["changed"] = bool(result["migrations"]) or bool(run_.refreshed and run_.refreshed["changed"])
     result["summary"] = summary_table(result["migrations"], selection.skipped + meanwhile)
+    _raise_on_failure(result)
+    done_meanwhile = (f"Skipped {', '.join(m['resource'] for m in meanwhile)}: another run migrated and recorded "
+                      "it meanwhile." if meanwhile else "")
+    result["msg"] = " ".join(part for part in (_message(result["migrations"], choice), done_meanwhile) if part)
+    return result
+
+
+def _raise_on_failure(result: dict) -> None:
+    """A MigrationError naming each failed resource and why, with the result so far (nothing said changed)."""
     failed = [m for m in result["migrations"] if m["status"] == FAILED]
     if failed:
         raise MigrationError(
@@ -654,10 +663,6 @@ def _migrated(run_, done: tuple, result: dict) -> dict:
             + " ".join(f"{m['resource']}: {m.get('error') or _failed_objects(m)}" for m in failed),
             details={"failed": [m["resource"] for m in failed]},
             result={k: v for k, v in result.items() if k != "changed"})
-    done_meanwhile = (f"Skipped {', '.join(m['resource'] for m in meanwhile)}: another run migrated and recorded "
-                      "it meanwhile." if meanwhile else "")
-    result["msg"] = " ".join(part for part in (_message(result["migrations"], choice), done_meanwhile) if part)
-    return result
 
 
 def _failed_objects(entry: dict) -> str:

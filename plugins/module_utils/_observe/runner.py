@@ -73,12 +73,7 @@ def run(module) -> dict:
     """Entry point of the module: ``module`` is the KubeUpgradeModule."""
     params = module.params
     profiles = load_profiles()
-    release = expected_release(params.get("expect_release"), profiles)
-    emulated = expected_release(params.get("expect_emulated_release"), profiles, "expect_emulated_release")
-    two_step_to = expected_release(params.get("two_step_to"), profiles, "two_step_to")
-    if emulated and not release:
-        raise ConfigurationError("expect_emulated_release: give expect_release too - the binary's release, which runs "
-                                 "at the emulated one")
+    release, emulated, two_step_to = _releases(params, profiles)
     observation = apiserver_io.observer_for(module, profiles).observe(params["resources"] or None, params["include"])
     result = info_result(observation, params["resources"], params["include"])
     result["as_expected"], result["expectation_msg"] = expectation.expected(
@@ -94,12 +89,27 @@ def run(module) -> dict:
         # A failed task is never as expected: a play's failed_when on the negation must not turn it into a success.
         result["as_expected"], result["expectation_msg"] = False, message
         raise ConfigurationError(message, result=result)
+    result["msg"] = _said(module, observation, result)
+    return result
+
+
+def _releases(params: dict, profiles) -> tuple:
+    """(expect_release, expect_emulated_release, two_step_to), each checked against the release data."""
+    release = expected_release(params.get("expect_release"), profiles)
+    emulated = expected_release(params.get("expect_emulated_release"), profiles, "expect_emulated_release")
+    if emulated and not release:
+        raise ConfigurationError("expect_emulated_release: give expect_release too - the binary's release, which runs "
+                                 "at the emulated one")
+    return release, emulated, expected_release(params.get("two_step_to"), profiles, "two_step_to")
+
+
+def _said(module, observation, result: dict) -> str:
+    """The task's message; each apiserver not fully observed, and each observation warning, as a warning."""
     bad = [e for e in observation.endpoints if not e.complete]
-    reachable = len(observation.endpoints) - len(bad)
-    result["msg"] = (f"{reachable}/{len(observation.endpoints)} apiserver(s) observed, {len(result['resources'])} resource(s); "
-                     + ("all agree" if result["agreed"] else "they do NOT all agree"))
     for ep in bad:
         module.warn(ep.error or f"apiserver {ep.endpoint} was not fully observed")
     for warning in observation.warnings:
         module.warn(warning)
-    return result
+    reachable = len(observation.endpoints) - len(bad)
+    return (f"{reachable}/{len(observation.endpoints)} apiserver(s) observed, {len(result['resources'])} resource(s); "
+            + ("all agree" if result["agreed"] else "they do NOT all agree"))

@@ -39,14 +39,10 @@ def check_served(params: dict, observation, profiles) -> None:
 def remove(module, observation, cluster) -> dict:
     """state=absent: the named records, or every record nothing serves any more."""
     wanted = module.params["resources"]
-    incomplete = [e.endpoint for e in observation.endpoints if not e.complete]
-    if not wanted and incomplete:
-        raise KubeUpgradeError("state=absent without resources removes the records of resources no apiserver serves, "
-                               f"which cannot be told while {', '.join(incomplete)} is not fully observed: fix it, or "
-                               "name the records in resources.")
-    existing = storage_state_io.read_records(cluster)
     if not wanted:
-        wanted = sorted(name for name in existing if names.unserved(name, observation))
+        _require_complete(observation)
+    existing = storage_state_io.read_records(cluster)
+    wanted = wanted or sorted(name for name in existing if names.unserved(name, observation))
     changes = storage_state_io.remove_records(cluster, wanted, existing, module.check_mode)
     removed = [c for c in changes if c.action == storage_state_io.REMOVED]
     result = {
@@ -54,12 +50,25 @@ def remove(module, observation, cluster) -> dict:
         "records": [c.to_dict() for c in changes],
         "crd_installed": False,
         "unreachable_endpoints": [e.endpoint for e in observation.endpoints if not e.reachable],
-        "msg": (("would remove " if module.check_mode else "removed ") + f"{len(removed)} StorageState record(s)"
-                + (f": {', '.join(c.name for c in removed)}" if removed else "")),
+        "msg": _removed_message(removed, module.check_mode),
     }
     if module.diff_mode:
         result["diff"] = {"before": {c.name: c.before for c in removed}, "after": {c.name: None for c in removed}}
     return result
+
+
+def _require_complete(observation) -> None:
+    """The records no apiserver serves any more are told only from every apiserver fully observed."""
+    incomplete = [e.endpoint for e in observation.endpoints if not e.complete]
+    if incomplete:
+        raise KubeUpgradeError("state=absent without resources removes the records of resources no apiserver serves, "
+                               f"which cannot be told while {', '.join(incomplete)} is not fully observed: fix it, or "
+                               "name the records in resources.")
+
+
+def _removed_message(removed: list, check_mode: bool) -> str:
+    names_said = f": {', '.join(c.name for c in removed)}" if removed else ""
+    return ("would remove " if check_mode else "removed ") + f"{len(removed)} StorageState record(s){names_said}"
 
 
 def run(module) -> dict:

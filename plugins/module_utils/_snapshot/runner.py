@@ -241,18 +241,9 @@ def run(kum) -> dict:
 
 def _run(kum) -> dict:
     params = kum.params
-    dest = params["dest"]
-    if not dest:
-        raise ConfigurationError("dest: give the path of the snapshot file (an existing one is kept and verified)")
-    upgrade_started = bool(params.get("upgrade_started"))
-    tools = _tools(params) if (params.get("verify") or "restore") == "restore" else None
-    work_dir = params.get("work_dir") or tempfile.gettempdir()
-    prefix = "/" + (params.get("etcd_prefix") or "/registry").strip("/") + "/"
+    dest, tools, work_dir, prefix = _options(params)
     result = {"changed": False, "path": dest, "taken": False, "kept": False, "proven": "", "not_kept": []}
-    if tools and os.path.isdir(work_dir):
-        removed = scratch.remove_stale(work_dir)  # what a killed run left: a full etcd copy each
-        if removed:
-            result["stale_removed"] = removed
+    _remove_stale(tools, work_dir, result)
     if not params.get("etcd_endpoints") and os.path.isfile(dest) and not params.get("overwrite"):
         return _verify_only(dest, tools, work_dir, prefix, result)
     settings = EtcdSettings.from_params(params)
@@ -263,13 +254,39 @@ def _run(kum) -> dict:
     proof = (tools, work_dir, prefix)
     if not _keep_one(params, proof, live, result):
         now = datetime.datetime.now(datetime.timezone.utc)
-        fresh = params.get("overwrite") or not (os.path.exists(dest) or upgrade_started)
-        result["path"] = dest if fresh else model.fresh_path(dest, now.strftime(model.STAMP), upgrade_started)
+        result["path"] = _new_path(params, now)
         if kum.check_mode:
             return dict(result, changed=True, msg=f"would take an etcd snapshot into {result['path']} (check mode: nothing "
                         "written)" + "".join(f"; {item['path']} is not kept: {item['reason']}" for item in result["not_kept"]))
         _take_fresh(settings, (proof, live, now), result)
-    return _said(result, prefix, upgrade_started)
+    return _said(result, prefix, bool(params.get("upgrade_started")))
+
+
+def _options(params: dict) -> tuple:
+    """(dest, the etcd tools when the snapshot is proven by a restore, the work directory, the etcd key prefix)."""
+    dest = params["dest"]
+    if not dest:
+        raise ConfigurationError("dest: give the path of the snapshot file (an existing one is kept and verified)")
+    tools = _tools(params) if (params.get("verify") or "restore") == "restore" else None
+    prefix = "/" + (params.get("etcd_prefix") or "/registry").strip("/") + "/"
+    return dest, tools, params.get("work_dir") or tempfile.gettempdir(), prefix
+
+
+def _remove_stale(tools, work_dir: str, result: dict) -> None:
+    """What a killed run left in the work directory (a full etcd copy each), removed before a restore proof."""
+    if tools and os.path.isdir(work_dir):
+        removed = scratch.remove_stale(work_dir)
+        if removed:
+            result["stale_removed"] = removed
+
+
+def _new_path(params: dict, now) -> str:
+    """Where a new snapshot goes: ``dest``, or a stamped name beside it that keeps the existing file (always once the
+    upgrade has started)."""
+    dest, upgrade_started = params["dest"], bool(params.get("upgrade_started"))
+    if params.get("overwrite") or not (os.path.exists(dest) or upgrade_started):
+        return dest
+    return model.fresh_path(dest, now.strftime(model.STAMP), upgrade_started)
 
 
 def _keep_one(params, proof: tuple, live: dict, result: dict) -> bool:
