@@ -42,9 +42,13 @@ def crd_or_none(client, name: str) -> Optional[dict]:
     try:
         return client.get_or_none(paths.crd(name))
     except ApiError as error:
-        raise MigrationError(f"Migration of {name} not started: its CustomResourceDefinition could not be read "
-                             f"({why_given_up(client, error)}): {error}",
-                             details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
+        raise _unread(client, error, name, f"Migration of {name} not started: its CustomResourceDefinition could not be read") from None
+
+
+def _unread(client, error: ApiError, name: str, what: str) -> MigrationError:
+    """A read the migration needs failed: what could not be read, why the retries gave up, and the apiserver's words."""
+    return MigrationError(f"{what} ({why_given_up(client, error)}): {error}",
+                          details={"resource": name, "status": error.status, "endpoint": error.endpoint})
 
 
 def migrated_meanwhile(client, name: str, current_hash: Optional[str], crd: Optional[dict]) -> bool:
@@ -53,9 +57,7 @@ def migrated_meanwhile(client, name: str, current_hash: Optional[str], crd: Opti
     try:
         obj = client.get_or_none(paths.storage_state(name))
     except ApiError as error:
-        raise MigrationError(f"Migration of {name} not started: its StorageState record could not be read again "
-                             f"({why_given_up(client, error)}): {error}",
-                             details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
+        raise _unread(client, error, name, f"Migration of {name} not started: its StorageState record could not be read again") from None
     record = records.record_from_object(obj) if obj is not None else None
     observed = crd_from_object(crd) if crd is not None else None
     return plan.already_migrated(record, current_hash) and not plan.crd_needs_pruning(observed)
@@ -115,7 +117,5 @@ def pruned_by_controller(client, crd_at_start: dict) -> bool:
     try:
         crd_now = client.get(paths.crd(name))
     except ApiError as error:
-        raise MigrationError(f"Objects of {name} were migrated, but its CustomResourceDefinition could not be read again "
-                             f"({why_given_up(client, error)}): {error}",
-                             details={"resource": name, "status": error.status, "endpoint": error.endpoint}) from None
+        raise _unread(client, error, name, f"Objects of {name} were migrated, but its CustomResourceDefinition could not be read again") from None
     return pruned_meanwhile(crd_from_object(crd_at_start), crd_from_object(crd_now))
