@@ -311,8 +311,22 @@ def test_third_party_imports_are_guarded():
     generated = [f"{path.relative_to(REPO)}:{node.lineno}" for path in sorted(PLUGINS.rglob("*.py")) if not path.name.endswith("_pb2.py")
                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
                  if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(".etcdpb")]
-    # the etcd client alone (the scratch etcd writes with the client's channel and messages, taken from client.py)
-    assert generated == [f"plugins/module_utils/_etcd/{name}.py:{_etcdpb_import_line(name)}" for name in ("client",)], generated
+    # the etcd client (the scratch etcd writes with the client's channel and messages, taken from client.py), and the
+    # envelope's messages of the stored values, imported at first use inside a guard
+    assert generated == [f"plugins/module_utils/_etcd/client.py:{_etcdpb_import_line('client')}",
+                         f"plugins/module_utils/_etcd/envelope.py:{_guarded_lazy_import_line('envelope', '_messages')}"], generated
+
+
+def _guarded_lazy_import_line(name, function):
+    """The line of ``_etcd/<name>.py``'s import of the generated messages inside ``function``'s ``try`` that guards protobuf."""
+    tree = ast.parse((MODULE_UTILS / "_etcd" / f"{name}.py").read_text(encoding="utf-8"))
+    found = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function)
+    for node in found.body:
+        if isinstance(node, ast.Try) and any("ImportError" in ast.dump(h.type) for h in node.handlers):
+            for inner in node.body:
+                if isinstance(inner, ast.ImportFrom) and (inner.module or "").endswith(".etcdpb"):
+                    return inner.lineno
+    return None
 
 
 def _etcdpb_import_line(name):

@@ -146,41 +146,20 @@ def _decode_plain(value: bytes) -> Decoded:
 # --- protobuf -----------------------------------------------------------------------------------
 
 
-def _varint(data: bytes, pos: int) -> Tuple[int, int]:
-    result = shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise ValueError("truncated varint")
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return result, pos
-        shift += 7
+@functools.cache
+def _messages():
+    """The generated messages of the stored values (``etcdpb/k8s_pb2.py``, from Kubernetes' generated.proto files)
+    and protobuf's DecodeError, imported on first use (protobuf costs tens of milliseconds to import, and the modules that only read
+    records never decode a value); None without the protobuf package."""
+    try:
+        from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
 
-
-def _fields(data: bytes):
-    """Yield (field number, wire type, payload) of a protobuf message; only length-delimited payloads are kept."""
-    pos = 0
-    while pos < len(data):
-        tag, pos = _varint(data, pos)
-        number, wire = tag >> 3, tag & 7
-        if wire == 0:
-            _unused, pos = _varint(data, pos)
-            payload = None
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > len(data):
-                raise ValueError("truncated field")
-            payload, pos = data[pos:pos + length], pos + length
-        elif wire in (1, 5):
-            pos += 8 if wire == 1 else 4
-            payload = None
-        else:
-            raise ValueError(f"unsupported wire type {wire}")
-        if pos > len(data):
-            raise ValueError("truncated field")
-        yield number, wire, payload
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import (  # pylint: disable=import-outside-toplevel
+            k8s_pb2,
+        )
+    except ImportError:  # pragma: no cover - the collection's requirements name protobuf
+        return None
+    return k8s_pb2, DecodeError
 
 
 def type_meta_head(value: bytes) -> Optional[bytes]:
@@ -200,31 +179,55 @@ _PROTO_CACHE: Dict[bytes, Decoded] = {}
 
 def _decode_protobuf(value: bytes) -> Decoded:
     """Fast path for what the apiserver writes (TypeMeta first, short lengths), cached per distinct TypeMeta head
-    (``type_meta_head``); anything else goes through the general field parser."""
+    (``type_meta_head``); anything else is parsed whole as a ``runtime.Unknown``."""
     head = type_meta_head(value)
     if head is None:
-        return _decode_protobuf_fields(value)
+        return _decode_protobuf_fields(value, None)
     found = _PROTO_CACHE.get(head)
     if found is None:
-        found = _decode_protobuf_fields(value)
+        found = _decode_protobuf_fields(value, head)
         if found.readable and len(_PROTO_CACHE) < 4096:
             _PROTO_CACHE[head] = found
     return found
 
 
-def _decode_protobuf_fields(value: bytes) -> Decoded:
+def _decode_protobuf_fields(value: bytes, head: Optional[bytes]) -> Decoded:
+    """The TypeMeta's apiVersion and kind, parsed by protobuf: from the head alone where there is one (the envelope's
+    first field decides, whatever follows it), else from the whole envelope as a ``runtime.Unknown``."""
+    generated = _messages()
+    if generated is None:
+        return Decoded(UNDECODABLE, reason="the Python package protobuf is needed to decode a protobuf envelope")
+    messages, decode_error = generated
     try:
-        type_meta = next((p for n, w, p in _fields(value[len(PROTOBUF_MAGIC):]) if n == 1 and w == 2), None)
-        if type_meta is None:
-            return Decoded(UNDECODABLE, reason="protobuf envelope without TypeMeta")
-        strings = {n: p for n, w, p in _fields(type_meta) if w == 2 and n in (1, 2)}
-        api_version = strings.get(1, b"").decode("utf-8")
-        kind = strings.get(2, b"").decode("utf-8")
-    except (ValueError, UnicodeDecodeError) as error:
-        return Decoded(UNDECODABLE, reason=f"malformed protobuf envelope ({error})")
+        if head is not None:
+            type_meta = messages.TypeMeta.FromString(head[6:])
+        else:
+            envelope = messages.Unknown.FromString(value[len(PROTOBUF_MAGIC):])
+            if not envelope.HasField("typeMeta"):
+                return Decoded(UNDECODABLE, reason="protobuf envelope without TypeMeta")
+            type_meta = envelope.typeMeta
+        api_version, kind = type_meta.apiVersion.decode("utf-8"), type_meta.kind.decode("utf-8")
+    except decode_error:
+        return Decoded(UNDECODABLE, reason="malformed protobuf envelope (not a runtime.Unknown message)")
+    except UnicodeDecodeError:
+        return Decoded(UNDECODABLE, reason="malformed protobuf envelope (apiVersion or kind is not UTF-8)")
     if not api_version or not kind:
         return Decoded(UNDECODABLE, reason="protobuf TypeMeta without apiVersion or kind")
     return Decoded(PROTO, api_version, kind)
+
+
+def protobuf_uid(value: bytes) -> str:
+    """``metadata.uid`` of an object stored as protobuf ("" when it cannot be read): the envelope's ``raw`` is the
+    object, whose field 1 is its ObjectMeta (a Namespace's, as every built-in object's), whose field 5 is the uid."""
+    generated = _messages()
+    if generated is None or not value.startswith(PROTOBUF_MAGIC):
+        return ""
+    messages, decode_error = generated
+    try:
+        stored = messages.Namespace.FromString(messages.Unknown.FromString(value[len(PROTOBUF_MAGIC):]).raw)
+        return stored.metadata.uid.decode("utf-8")
+    except (decode_error, UnicodeDecodeError):
+        return ""
 
 
 # --- JSON ---------------------------------------------------------------------------------------

@@ -66,20 +66,12 @@ def identity_key(prefix: str) -> str:
     return f"{prefix}namespaces/{IDENTITY_NAMESPACE}"
 
 
-def _proto_fields(data: bytes):
-    """(field number, payload) of a protobuf message's length-delimited fields; nothing for anything else."""
-    return [(number, payload) for number, wire, payload in envelope._fields(data) if wire == 2]
-
-
 def object_uid(value: bytes) -> str:
     """metadata.uid of an object as the apiserver stores it ("" when it cannot be read: encrypted at rest, or not an
-    object). Protobuf: ``k8s\\x00`` + runtime.Unknown whose field 2 is the object, field 1 of which is its ObjectMeta,
-    whose field 5 is ``uid`` (k8s.io/api/core/v1/generated.proto, apimachinery's meta/v1 generated.proto)."""
+    object): protobuf through the etcd layer's ``envelope.protobuf_uid``, JSON here."""
     try:
-        if value.startswith(b"k8s\x00"):
-            raw = dict(_proto_fields(value[4:])).get(2, b"")
-            meta = dict(_proto_fields(raw)).get(1, b"")
-            return dict(_proto_fields(meta)).get(5, b"").decode("utf-8")
+        if value.startswith(envelope.PROTOBUF_MAGIC):
+            return envelope.protobuf_uid(value)
         if value.lstrip().startswith(b"{"):
             metadata = json.loads(value).get("metadata") or {}
             return str(metadata.get("uid") or "") if isinstance(metadata, dict) else ""

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import scratch
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import kv_pb2, rpc_pb2
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, scratch
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import k8s_pb2, kv_pb2, rpc_pb2
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
 
 REPO = Path(__file__).resolve().parents[5]
@@ -30,13 +30,19 @@ FIELDS = {
     "etcdserverpb.TxnRequest": {"success": 2, "failure": 3},
     "etcdserverpb.TxnResponse": {"header": 1, "succeeded": 2, "responses": 3},
     "mvccpb.KeyValue": {"key": 1, "create_revision": 2, "mod_revision": 3, "version": 4, "value": 5, "lease": 6},
+    # Kubernetes' generated.proto files: k8s.io/apimachinery pkg/runtime (Unknown, TypeMeta), pkg/apis/meta/v1
+    # (ObjectMeta), k8s.io/api core/v1 (Namespace), in the collection's own package
+    "kubeupgrade.storage.k8s.Unknown": {"typeMeta": 1, "raw": 2, "contentEncoding": 3, "contentType": 4},
+    "kubeupgrade.storage.k8s.TypeMeta": {"apiVersion": 1, "kind": 2},
+    "kubeupgrade.storage.k8s.ObjectMeta": {"uid": 5},
+    "kubeupgrade.storage.k8s.Namespace": {"metadata": 1},
 }
+MODULES = {"mvccpb": kv_pb2, "etcdserverpb": rpc_pb2, "kubeupgrade": k8s_pb2}
 
 
 @pytest.mark.parametrize("message", sorted(FIELDS))
 def test_field_numbers_are_etcds(message):
-    module = kv_pb2 if message.startswith("mvccpb.") else rpc_pb2
-    descriptor = module.DESCRIPTOR.message_types_by_name[message.split(".")[1]]
+    descriptor = MODULES[message.split(".")[0]].DESCRIPTOR.message_types_by_name[message.rsplit(".", 1)[1]]
     assert descriptor.full_name == message
     assert {name: descriptor.fields_by_name[name].number for name in FIELDS[message]} == FIELDS[message]
 
@@ -69,7 +75,7 @@ def test_the_committed_files_are_a_fresh_generation(tmp_path):
     if run.returncode and "grpcio-tools" in run.stderr and ("No matching distribution" in run.stderr or "Could not" in run.stderr):
         pytest.skip(f"grpcio-tools 1.62.3 cannot be installed here: {run.stderr[-300:]}")
     assert run.returncode == 0, run.stderr
-    for name in ("kv_pb2.py", "rpc_pb2.py"):
+    for name in ("kv_pb2.py", "rpc_pb2.py", "k8s_pb2.py"):
         generated = (copy / "plugins/module_utils/_etcd/etcdpb" / name).read_text(encoding="utf-8")
         assert generated == (REPO / "plugins/module_utils/_etcd/etcdpb" / name).read_text(encoding="utf-8"), name
 
@@ -92,3 +98,12 @@ def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(mon
     with pytest.raises(etcd_client.ConfigurationError) as raised:
         call(reader)
     assert "grpcio and protobuf are required" in str(raised.value) and "pip install grpcio protobuf" in str(raised.value)
+
+
+def test_without_protobuf_a_protobuf_value_is_undecodable_with_that_reason(monkeypatch):
+    monkeypatch.setattr(envelope, "_messages", lambda: None)
+    monkeypatch.setattr(envelope, "_PROTO_CACHE", {})
+    value = b"k8s\x00" + k8s_pb2.Unknown(typeMeta=k8s_pb2.TypeMeta(apiVersion=b"v1", kind=b"ConfigMap")).SerializeToString()
+    decoded = envelope.decode_value(value)
+    assert (decoded.encoding, decoded.reason) == (envelope.UNDECODABLE, "the Python package protobuf is needed to decode a protobuf envelope")
+    assert envelope.protobuf_uid(value) == ""
