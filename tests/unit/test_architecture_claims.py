@@ -314,7 +314,7 @@ def test_third_party_imports_are_guarded():
     # the etcd client (the scratch etcd writes with the client's channel and messages, taken from client.py), and the
     # envelope's messages of the stored values, imported at first use inside a guard
     assert generated == [f"plugins/module_utils/_etcd/client.py:{_etcdpb_import_line('client')}",
-                         f"plugins/module_utils/_etcd/envelope.py:{_guarded_lazy_import_line('envelope', '_messages')}"], generated
+                         f"plugins/module_utils/_etcd/envelope.py:{_etcdpb_import_line('envelope', '_messages')}"], generated
 
 
 def _guarded_lazy_import_line(name, function):
@@ -329,11 +329,13 @@ def _guarded_lazy_import_line(name, function):
     return None
 
 
-def _etcdpb_import_line(name):
-    """The line of ``_etcd/<name>.py``'s import of the generated messages, which must sit in the ``try`` that guards grpcio."""
-    path = MODULE_UTILS / "_etcd" / f"{name}.py"
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in tree.body:
+def _etcdpb_import_line(name, function=None):
+    """The line of ``_etcd/<name>.py``'s import of the generated messages, which must sit in a ``try`` that guards its
+    packages: at the file's top level, or inside ``function`` (an import at first use)."""
+    tree = ast.parse((MODULE_UTILS / "_etcd" / f"{name}.py").read_text(encoding="utf-8"))
+    body = tree.body if function is None else next(
+        node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function).body
+    for node in body:
         if isinstance(node, ast.Try) and any("ImportError" in ast.dump(h.type) for h in node.handlers):
             for inner in node.body:
                 if isinstance(inner, ast.ImportFrom) and (inner.module or "").endswith(".etcdpb"):
