@@ -317,18 +317,6 @@ def test_third_party_imports_are_guarded():
                          f"plugins/module_utils/_etcd/envelope.py:{_etcdpb_import_line('envelope', '_messages')}"], generated
 
 
-def _guarded_lazy_import_line(name, function):
-    """The line of ``_etcd/<name>.py``'s import of the generated messages inside ``function``'s ``try`` that guards protobuf."""
-    tree = ast.parse((MODULE_UTILS / "_etcd" / f"{name}.py").read_text(encoding="utf-8"))
-    found = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function)
-    for node in found.body:
-        if isinstance(node, ast.Try) and any("ImportError" in ast.dump(h.type) for h in node.handlers):
-            for inner in node.body:
-                if isinstance(inner, ast.ImportFrom) and (inner.module or "").endswith(".etcdpb"):
-                    return inner.lineno
-    return None
-
-
 def _etcdpb_import_line(name, function=None):
     """The line of ``_etcd/<name>.py``'s import of the generated messages, which must sit in a ``try`` that guards its
     packages: at the file's top level, or inside ``function`` (an import at first use)."""
