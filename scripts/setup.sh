@@ -30,7 +30,9 @@ python_version() {  # 311 for Python 3.11; fails for anything that does not run
 newest_python() {
     local candidates=() v root
     for v in python3.14 python3.13 python3.12 python3.11 python3; do
-        command -v "$v" >/dev/null 2>&1 && candidates+=("$(command -v "$v")")
+        # the interpreter a name on PATH links to: a virtualenv's python (this one's, when it is activated) is a link
+        # to its base interpreter, which survives the virtualenv being made again
+        command -v "$v" >/dev/null 2>&1 && candidates+=("$(realpath "$(command -v "$v")")")
     done
     while read -r root; do
         for v in "$root"/versions/3.1[1-9]*/bin/python3; do
