@@ -12,10 +12,11 @@ survives an expired token).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, List, Mapping, Optional
 from urllib.parse import urlencode
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
@@ -35,7 +36,7 @@ class ApiResponse:
     """One 2xx answer; ``endpoint``, ``method`` and ``path`` say where it came from, for error messages."""
 
     status: int
-    headers: Dict[str, str]
+    headers: Mapping[str, str]
     data: bytes
     endpoint: Optional[str] = None
     method: Optional[str] = None
@@ -57,6 +58,20 @@ class ApiResponse:
             if key.lower() == "content-type":
                 return value
         return ""
+
+
+def _query_string(query: dict) -> str:
+    """``query`` URL-encoded, its None values left out; a query sent again (a migration's field manager on every
+    write) is encoded once."""
+    try:
+        return _encoded(tuple((key, value, type(value)) for key, value in query.items()))  # 1 and True are two keys
+    except TypeError:  # a value that cannot be a cache key
+        return urlencode({k: v for k, v in query.items() if v is not None})
+
+
+@functools.lru_cache(maxsize=64)
+def _encoded(items: tuple) -> str:
+    return urlencode({key: value for key, value, _type in items if value is not None})
 
 
 def parse_json_body(response: ApiResponse, endpoint: Optional[str], method: Optional[str], path: Optional[str]) -> dict:
@@ -135,7 +150,7 @@ class ApiClient:
             raise TypeError(f"unknown request options: {', '.join(sorted(unknown))}")
         target = path
         if query:
-            target += "?" + urlencode({k: v for k, v in query.items() if v is not None})
+            target += "?" + _query_string(query)
         headers = self._headers + [("Accept", options.get("accept") or "application/json")]
         payload = None
         if body is not None:

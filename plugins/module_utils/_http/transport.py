@@ -22,7 +22,7 @@ import socket
 import ssl
 import threading
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 from urllib.parse import urlsplit
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis
@@ -43,7 +43,9 @@ _CLOSED_UNDER_US = (http.client.RemoteDisconnected, BrokenPipeError, ConnectionR
 @dataclass
 class RawResponse:
     status: int
-    headers: Dict[str, str]
+    # The answer's headers: http.client's own message (looked up without regard to case), not copied into a dict for
+    # every request, since a caller reads one or two of them at most.
+    headers: Mapping[str, str]
     data: bytes
     # The DER leaf certificate of the TLS connection that carried the answer (None over http or a proxy): the
     # apiserver that answered, which a load balancer or a host's URL written for another host may hide.
@@ -149,7 +151,7 @@ class DirectTransport:
         if conn is None:
             conn = connections[endpoint] = self._dial(endpoint, timeout)
         reused = conn.sock is not None
-        if reused:
+        if reused and conn.timeout != timeout:
             conn.sock.settimeout(timeout)
         conn.timeout = timeout
         return conn, reused
@@ -190,7 +192,7 @@ def _exchange(conn: http.client.HTTPConnection, method: str, target: str, header
     conn.endheaders(body)  # headers and body in one write (_OneWrite)
     response = conn.getresponse()
     data = response.read()
-    return RawResponse(response.status, dict(response.getheaders()), data, getattr(conn, "certificate", None))
+    return RawResponse(response.status, response.msg, data, getattr(conn, "certificate", None))
 
 
 def _dropped(sock: socket.socket) -> bool:

@@ -226,3 +226,19 @@ def test_an_answer_names_the_certificate_its_connection_was_served_without_a_han
 
 def test_an_answer_over_http_names_no_certificate(server):
     assert _client(server).request("GET", "/api").server_certificate is None
+
+
+def test_a_query_sent_again_is_the_same_and_one_and_true_stay_apart(server):
+    client = _client(server)
+    for query in ({"fieldManager": "m", "limit": 1}, {"fieldManager": "m", "limit": True}, {"fieldManager": "m", "limit": 1},
+                  {"fieldManager": "m", "continue": None}, {"labelSelector": ["a", "b"]}):
+        client.request("GET", "/q", query=query)
+    assert [seen["path"] for seen in server.seen] == ["/q?fieldManager=m&limit=1", "/q?fieldManager=m&limit=True",
+                                                      "/q?fieldManager=m&limit=1", "/q?fieldManager=m",
+                                                      "/q?labelSelector=%5B%27a%27%2C+%27b%27%5D"]
+
+
+def test_an_answer_s_headers_are_read_without_regard_to_case(server):
+    response = _client(server).request("GET", "/h")
+    assert response.headers.get("content-type") == response.headers.get("Content-Type") == "application/json"
+    assert response.content_type == "application/json"
