@@ -65,17 +65,6 @@ pages_per_second 20):
                    store's size); scratch etcd VmHWM 3,274; target apiserver 297; largest sum at one sample 3,626
                    (at 153 s) against the module's estimate (room.memory_needed) 3,137: 14% under (since then
                    the estimate is 4x the data + 768 MiB, not 3x: 3,926 here, 8% over)
-The read's quadratic part is etcd counting the rest of the range on every LIST page (etcd-io/etcd#16510). At 302,274
-keys (--objects 2000 --secrets 100 --bulk-configmaps 300000 --pages-per-second 0, load 4 to 8, 2026-12-03), pages of
-500 objects read in 35.4 s (649 requests), pages of 5,000 in 14.7 s (106 requests; scratch etcd CPU 45.1 -> 30.9 s,
-target apiserver peak 289 -> 362 MiB); the module now reads a resource in about 100 pages of 500 to 5,000
-(``_rehearse/reader.page_size``). Re-run at 1,000,274 keys on 2026-12-03 (commit 9bcb7e3, etcd 3.5.30 of the k8s
-assets for the live and the scratch etcd, kube-apiserver 1.32.6 -> 1.33.5, load 2.3 at the start, 2.0 at the end,
-the same command): copy 70.4 s (27.5 s waiting for live pages, 30.6 s writing to the scratch etcd, the keys-only
-scan 11.3 s), start 3.0 s, read 38.7 s (was 304.6: 245 requests), total 113.9 s: total - start 110.9 s, the 60 s
-goal still missed 1.8x; module max RSS 82.1 MiB, target apiserver 362 MiB, largest sum at one sample 3,225 MiB
-against the estimate 3,926 (22% over); live etcd CPU during the rehearsal 16.5 s against 13.2 s for the
-unthrottled audit (20.8 s, 1,268 pages) and 7.7 s for etcdctl get (21.3 s).
   CPU s            module 33.7, scratch etcd 257.8, target apiserver 19.7; live etcd during the whole rehearsal 22.8
                    (1,709 ranges, 668.6 MiB sent) against 9.75 for the unthrottled audit and 5.62 for etcdctl get
   live readers     etcdctl get 28.6 s (best of 2; 52.3 first), audit unthrottled 19.1 s (best of 2; 29.6 first)
@@ -87,6 +76,17 @@ Scaling, against a 3,374-key run of the same command (--bulk-configmaps 3000, pa
 saved): copy 1.62 -> 143.6 s (89x for 296x the keys: the scratch etcd's start is fixed), start 5.1 -> 3.9 s, read
 0.42 -> 304.6 s (725x: faster than linear; the scratch etcd logged 500-key ranges of the target's paged LIST taking
 108-168 ms halfway through the configmaps).
+The read's quadratic part is etcd counting the rest of the range on every LIST page (etcd-io/etcd#16510). At 302,274
+keys (--objects 2000 --secrets 100 --bulk-configmaps 300000 --pages-per-second 0, load 4 to 8, 2026-12-03), pages of
+500 objects read in 35.4 s (649 requests), pages of 5,000 in 14.7 s (106 requests; scratch etcd CPU 45.1 -> 30.9 s,
+target apiserver peak 289 -> 362 MiB); the module now reads a resource in about 100 pages of 500 to 5,000
+(``_rehearse/reader.page_size``). Re-run at 1,000,274 keys on 2026-12-03 (commit 9bcb7e3, etcd 3.5.30 of the k8s
+assets for the live and the scratch etcd, kube-apiserver 1.32.6 -> 1.33.5, load 2.3 at the start, 2.0 at the end,
+the same command): copy 70.4 s (27.5 s waiting for live pages, 30.6 s writing to the scratch etcd, the keys-only
+scan 11.3 s), start 3.0 s, read 38.7 s (was 304.6: 245 requests), total 113.9 s: total - start 110.9 s, the 60 s
+goal still missed 1.8x; module max RSS 82.1 MiB, target apiserver 362 MiB, largest sum at one sample 3,225 MiB
+against the estimate 3,926 (22% over); live etcd CPU during the rehearsal 16.5 s against 13.2 s for the
+unthrottled audit (20.8 s, 1,268 pages) and 7.7 s for etcdctl get (21.3 s).
 """
 
 import argparse

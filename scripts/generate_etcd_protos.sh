@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerate plugins/module_utils/_etcd/etcdpb/{kv,rpc,k8s}_pb2.py from proto/*.proto (a subset of etcd's
-# api/mvccpb/kv.proto and api/etcdserverpb/rpc.proto, etcd-io/etcd, and of Kubernetes'
-# k8s.io/apimachinery/pkg/runtime/generated.proto: the envelope of the values kube-apiserver stores).
+# api/mvccpb/kv.proto and api/etcdserverpb/rpc.proto, etcd-io/etcd, and of Kubernetes' generated.proto files:
+# k8s.io/apimachinery pkg/runtime (the envelope of the values kube-apiserver stores), pkg/apis/meta/v1 (ObjectMeta's
+# uid) and k8s.io/api core/v1 (Namespace's metadata)).
 #
 # grpcio-tools 1.62.3 (protoc 25, protobuf 4.25 code): its generated code runs on protobuf 4.21 to 7.x, so on
 # the Python 3.9 hosts the modules support; newer grpcio-tools write code that refuses an older protobuf runtime.

@@ -28,11 +28,15 @@ python_version() {  # 311 for Python 3.11; fails for anything that does not run
 }
 
 newest_python() {
-    local candidates=() v root
+    local candidates=() v root p
     for v in python3.14 python3.13 python3.12 python3.11 python3; do
-        # the interpreter a name on PATH links to: a virtualenv's python (this one's, when it is activated) is a link
-        # to its base interpreter, which survives the virtualenv being made again
-        command -v "$v" >/dev/null 2>&1 && candidates+=("$(realpath "$(command -v "$v")")")
+        command -v "$v" >/dev/null 2>&1 || continue
+        p=$(command -v "$v")
+        # a virtualenv's python on PATH (this one's, when it is activated) stands for the base interpreter it links
+        # to, which survives the virtualenv being made again; any other is kept as named (a versioned path behind it
+        # can change with an upgrade)
+        [ -e "$(dirname "$p")/../pyvenv.cfg" ] && p=$(realpath "$p")
+        candidates+=("$p")
     done
     while read -r root; do
         for v in "$root"/versions/3.1[1-9]*/bin/python3; do

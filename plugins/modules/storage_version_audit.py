@@ -108,7 +108,8 @@ notes:
     C(etcdctl) uses) with the Python packages grpcio and protobuf (the collection's C(requirements.txt)); where a member
     does not speak gRPC to it (no HTTP/2, a proxy) or with O(etcd_validate_certs=false) against https (grpcio always
     verifies), through etcd's JSON gateway (C(POST /v3/kv/range), C(/v3/maintenance/status)) with urllib3, which costs
-    etcd about 6 times the CPU per key.
+    etcd about 6 times the CPU per key. Either way the values are decoded with protobuf's messages (the package
+    protobuf), since kube-apiserver stores every built-in object as protobuf.
   - Decrypting secretbox values needs the Python package PyNaCl; aescbc and aesgcm need cryptography.
 seealso:
   - module: kubeupgrade.storage.storage_state

@@ -16,7 +16,9 @@ Three encodings exist (taken from the Kubernetes source):
   underneath; KMS values are reported as encrypted by their plugin, never decrypted.
 
 Nothing here raises on bad input: a value that cannot be decoded is a ``Decoded`` with
-``encoding="undecodable"`` and a reason. Reasons never contain value bytes or key material.
+``encoding="undecodable"`` and a reason. Reasons never contain value bytes or key material. A missing protobuf
+package is not bad input: it raises a ``ConfigurationError`` at the first protobuf value, since every built-in object
+is stored as protobuf.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ import functools
 import importlib.util
 import json
 from typing import Dict, List, NamedTuple, Optional, Tuple
+
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 # The ciphers are imported on first use (cryptography and PyNaCl cost ~30 ms to import): every module
 # that reads StorageState records imports this file, and only an audit of encrypted values needs them.
@@ -150,16 +154,20 @@ def _decode_plain(value: bytes) -> Decoded:
 def _messages():
     """The generated messages of the stored values (``etcdpb/k8s_pb2.py``, from Kubernetes' generated.proto files)
     and protobuf's DecodeError, imported on first use (protobuf costs tens of milliseconds to import, and the modules that only read
-    records never decode a value); None without the protobuf package."""
+    records never decode a value). Without the protobuf package, a ConfigurationError: every built-in object is stored
+    as protobuf, and calling them undecodable would be a false verdict."""
     try:
         from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
 
         from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import (  # pylint: disable=import-outside-toplevel
             k8s_pb2,
         )
-    except ImportError:  # pragma: no cover - the collection's requirements name protobuf
-        return None
-    return k8s_pb2, DecodeError
+    except ImportError as error:  # the collection's requirements name protobuf
+        raise ConfigurationError(f"the Python package protobuf is required to decode the values kube-apiserver stores in "
+                                 f"etcd ({error}): install it on the host running the module (pip install protobuf; the "
+                                 "collection's requirements.txt)") from None
+    # RecursionError: protobuf's pure-Python parser before 4.25.5 on deeply nested groups (CVE-2024-7254)
+    return k8s_pb2, (DecodeError, RecursionError)
 
 
 def type_meta_head(value: bytes) -> Optional[bytes]:
@@ -194,10 +202,7 @@ def _decode_protobuf(value: bytes) -> Decoded:
 def _decode_protobuf_fields(value: bytes, head: Optional[bytes]) -> Decoded:
     """The TypeMeta's apiVersion and kind, parsed by protobuf: from the head alone where there is one (the envelope's
     first field decides, whatever follows it), else from the whole envelope as a ``runtime.Unknown``."""
-    generated = _messages()
-    if generated is None:
-        return Decoded(UNDECODABLE, reason="the Python package protobuf is needed to decode a protobuf envelope")
-    messages, decode_error = generated
+    messages, decode_error = _messages()
     try:
         if head is not None:
             type_meta = messages.TypeMeta.FromString(head[6:])
@@ -208,7 +213,7 @@ def _decode_protobuf_fields(value: bytes, head: Optional[bytes]) -> Decoded:
             type_meta = envelope.typeMeta
         api_version, kind = type_meta.apiVersion.decode("utf-8"), type_meta.kind.decode("utf-8")
     except decode_error:
-        return Decoded(UNDECODABLE, reason="malformed protobuf envelope (not a runtime.Unknown message)")
+        return Decoded(UNDECODABLE, reason="malformed protobuf envelope (protobuf cannot parse it)")
     except UnicodeDecodeError:
         return Decoded(UNDECODABLE, reason="malformed protobuf envelope (apiVersion or kind is not UTF-8)")
     if not api_version or not kind:
@@ -219,14 +224,13 @@ def _decode_protobuf_fields(value: bytes, head: Optional[bytes]) -> Decoded:
 def protobuf_uid(value: bytes) -> str:
     """``metadata.uid`` of an object stored as protobuf ("" when it cannot be read): the envelope's ``raw`` is the
     object, whose field 1 is its ObjectMeta (a Namespace's, as every built-in object's), whose field 5 is the uid."""
-    generated = _messages()
-    if generated is None or not value.startswith(PROTOBUF_MAGIC):
+    if not value.startswith(PROTOBUF_MAGIC):
         return ""
-    messages, decode_error = generated
+    messages, decode_error = _messages()
     try:
         stored = messages.Namespace.FromString(messages.Unknown.FromString(value[len(PROTOBUF_MAGIC):]).raw)
         return stored.metadata.uid.decode("utf-8")
-    except (decode_error, UnicodeDecodeError):
+    except (*decode_error, UnicodeDecodeError):
         return ""
 
 

@@ -239,7 +239,7 @@ class ProxyTransport:
             raise unreachable(endpoint, method, path, exc, tls=True) from None
         except urllib3.exceptions.HTTPError as exc:
             raise unreachable(endpoint, method, path, exc, tls=False) from None
-        return RawResponse(raw.status, dict(raw.headers), raw.data or b"")
+        return RawResponse(raw.status, raw.headers, raw.data or b"")  # urllib3's HTTPHeaderDict: without regard to case
 
 
 _TRANSPORTS: Dict[tuple, object] = {}

@@ -97,10 +97,11 @@ def _releases(params: dict, profiles) -> tuple:
     """(expect_release, expect_emulated_release, two_step_to), each checked against the release data."""
     release = expected_release(params.get("expect_release"), profiles)
     emulated = expected_release(params.get("expect_emulated_release"), profiles, "expect_emulated_release")
+    two_step_to = expected_release(params.get("two_step_to"), profiles, "two_step_to")
     if emulated and not release:
         raise ConfigurationError("expect_emulated_release: give expect_release too - the binary's release, which runs "
                                  "at the emulated one")
-    return release, emulated, expected_release(params.get("two_step_to"), profiles, "two_step_to")
+    return release, emulated, two_step_to
 
 
 def _said(module, observation, result: dict) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -100,10 +101,15 @@ def test_without_grpcio_the_error_names_the_packages_and_how_to_install_them(mon
     assert "grpcio and protobuf are required" in str(raised.value) and "pip install grpcio protobuf" in str(raised.value)
 
 
-def test_without_protobuf_a_protobuf_value_is_undecodable_with_that_reason(monkeypatch):
-    monkeypatch.setattr(envelope, "_messages", lambda: None)
-    monkeypatch.setattr(envelope, "_PROTO_CACHE", {})
+def test_without_protobuf_a_protobuf_value_is_a_configuration_error_not_an_undecodable_one(monkeypatch):
     value = b"k8s\x00" + k8s_pb2.Unknown(typeMeta=k8s_pb2.TypeMeta(apiVersion=b"v1", kind=b"ConfigMap")).SerializeToString()
-    decoded = envelope.decode_value(value)
-    assert (decoded.encoding, decoded.reason) == (envelope.UNDECODABLE, "the Python package protobuf is needed to decode a protobuf envelope")
-    assert envelope.protobuf_uid(value) == ""
+    monkeypatch.setitem(sys.modules, "google.protobuf.message", None)  # what a host without protobuf gets on import
+    monkeypatch.setattr(envelope, "_PROTO_CACHE", {})
+    envelope._messages.cache_clear()
+    try:
+        for read in (envelope.decode_value, envelope.protobuf_uid):
+            with pytest.raises(etcd_client.ConfigurationError) as raised:
+                read(value)
+            assert "protobuf is required" in str(raised.value) and "pip install protobuf" in str(raised.value)
+    finally:
+        envelope._messages.cache_clear()
