@@ -153,8 +153,8 @@ def _decode_plain(value: bytes) -> Decoded:
 @functools.cache
 def _messages():
     """The generated messages of the stored values (``etcdpb/k8s_pb2.py``, from Kubernetes' generated.proto files)
-    and protobuf's DecodeError, imported on first use (protobuf costs tens of milliseconds to import, and the modules that only read
-    records never decode a value). Without the protobuf package, a ConfigurationError: every built-in object is stored
+    and the exceptions a parse may raise, imported on first use (protobuf costs tens of milliseconds to import, and the
+    modules that only read records never decode a value). Without the protobuf package, a ConfigurationError: every built-in object is stored
     as protobuf, and calling them undecodable would be a false verdict."""
     try:
         from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
@@ -170,6 +170,10 @@ def _messages():
     return k8s_pb2, (DecodeError, RecursionError)
 
 
+# A head: the magic, the envelope's tag 0x0A (field 1, TypeMeta), a one-byte length, then the TypeMeta itself.
+_TYPE_META_AT = len(PROTOBUF_MAGIC) + 2
+
+
 def type_meta_head(value: bytes) -> Optional[bytes]:
     """``value[:6 + value[5]]`` for a protobuf envelope that starts, as the apiserver writes it, with its TypeMeta under
     a one-byte length (magic, tag 0x0A, length under 0x80, the TypeMeta); None for any other value.
@@ -177,8 +181,9 @@ def type_meta_head(value: bytes) -> Optional[bytes]:
     Such a head alone decides what ``decode_value`` says (the TypeMeta is the envelope's first field: nothing after it
     is read), so values can be grouped by it undecoded: for any bytes ``v``, ``v[:6 + v[5]]`` equals a head only when
     ``v`` starts with that very head (its sixth byte is the head's length byte)."""
-    if len(value) > 5 and value[4] == 0x0A and value[5] < 0x80 and value.startswith(PROTOBUF_MAGIC) and 6 + value[5] <= len(value):
-        return value[:6 + value[5]]
+    if (len(value) >= _TYPE_META_AT and value[_TYPE_META_AT - 2] == 0x0A and value[_TYPE_META_AT - 1] < 0x80
+            and value.startswith(PROTOBUF_MAGIC) and _TYPE_META_AT + value[_TYPE_META_AT - 1] <= len(value)):
+        return value[:_TYPE_META_AT + value[_TYPE_META_AT - 1]]
     return None
 
 
@@ -202,17 +207,17 @@ def _decode_protobuf(value: bytes) -> Decoded:
 def _decode_protobuf_fields(value: bytes, head: Optional[bytes]) -> Decoded:
     """The TypeMeta's apiVersion and kind, parsed by protobuf: from the head alone where there is one (the envelope's
     first field decides, whatever follows it), else from the whole envelope as a ``runtime.Unknown``."""
-    messages, decode_error = _messages()
+    messages, parse_errors = _messages()
     try:
         if head is not None:
-            type_meta = messages.TypeMeta.FromString(head[6:])
+            type_meta = messages.TypeMeta.FromString(head[_TYPE_META_AT:])
         else:
             envelope = messages.Unknown.FromString(value[len(PROTOBUF_MAGIC):])
             if not envelope.HasField("typeMeta"):
                 return Decoded(UNDECODABLE, reason="protobuf envelope without TypeMeta")
             type_meta = envelope.typeMeta
         api_version, kind = type_meta.apiVersion.decode("utf-8"), type_meta.kind.decode("utf-8")
-    except decode_error:
+    except parse_errors:
         return Decoded(UNDECODABLE, reason="malformed protobuf envelope (protobuf cannot parse it)")
     except UnicodeDecodeError:
         return Decoded(UNDECODABLE, reason="malformed protobuf envelope (apiVersion or kind is not UTF-8)")
@@ -226,11 +231,11 @@ def protobuf_uid(value: bytes) -> str:
     object, whose field 1 is its ObjectMeta (a Namespace's, as every built-in object's), whose field 5 is the uid."""
     if not value.startswith(PROTOBUF_MAGIC):
         return ""
-    messages, decode_error = _messages()
+    messages, parse_errors = _messages()
     try:
         stored = messages.Namespace.FromString(messages.Unknown.FromString(value[len(PROTOBUF_MAGIC):]).raw)
         return stored.metadata.uid.decode("utf-8")
-    except (*decode_error, UnicodeDecodeError):
+    except (*parse_errors, UnicodeDecodeError):
         return ""
 
 
