@@ -21,6 +21,9 @@ description:
     M(kubeupgrade.storage.storage_migration) skips the refresh, with a warning, for the same reason.
   - Idempotent - a second run with nothing new (with O(audit), also a new audit that finds the same) writes nothing
     and reports C(changed=false).
+  - Records are independent of each other and are written up to 8 at a time, each with its own C(resourceVersion)
+    precondition. A record that cannot be written fails the task with its error; the records not yet started are not
+    written.
 author: kubeupgrade.storage maintainers (@kubeupgrade)
 extends_documentation_fragment:
   - kubeupgrade.storage.connection

@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import datetime, timezone
 
 import pytest
 from kube_fakes import FakeApiClient, recorded
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import storage_state_io as io
-from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
+from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ApiError, ConfigurationError
 
 NOW = datetime(2026, 11, 21, 15, 0, tzinfo=timezone.utc)
 HOST = "https://10.0.0.10:6443"
@@ -23,8 +24,13 @@ class Store:
         self.objects = {}
         self.rv = 10
         self.conflicts = 0
+        self.lock = threading.Lock()  # records are written side by side
 
     def route(self, method, path, query, body):
+        with self.lock:
+            return self._route(method, path, query, body)
+
+    def _route(self, method, path, query, body):
         name = path.rsplit("/", 2)[-2] if path.endswith("/status") else path.rsplit("/", 1)[-1]
         if method == "POST":
             self.rv += 1
@@ -48,13 +54,11 @@ class Store:
         raise AssertionError(method)
 
 
-def client_for(store):
-    def dispatch(method, path, query, body):
-        return store.route(method, path, query, body)
-
+def client_for(store, resources=("deployments.apps",), dispatch=None):
+    dispatch = dispatch or store.route
     routes = {}
     for method in ("GET", "POST", "PUT"):
-        for name in ("", "/deployments.apps", "/deployments.apps/status"):
+        for name in ("", *(f"/{r}{tail}" for r in resources for tail in ("", "/status"))):
             routes[(method, io.STATES_PATH + name)] = dispatch
     routes[("GET", io.STATES_PATH)] = lambda m, p, q, b: (200, {"items": list(store.objects.values()), "metadata": {}})
     return FakeApiClient(HOST, routes)
@@ -70,6 +74,40 @@ def test_missing_record_is_created_with_unknown_then_unchanged():
     assert [m for _e, m, _p, _q, _b in client.log] == ["POST", "PUT"]
     again = io.apply_records(client, OBSERVED, io.read_records(client), io.ApplyOptions(600, False, NOW))
     assert [c.action for c in again] == ["unchanged"]
+
+
+MANY = {f"r{i}.example.com": {"https://a": "8aSe+NMegvE="} for i in range(12)}
+
+
+def test_records_are_written_side_by_side_and_reported_in_name_order():
+    """Two creates must be in flight at once, or the barrier breaks: one after the other they never meet."""
+    store, meeting = Store(), threading.Barrier(2, timeout=10)
+
+    def dispatch(method, path, query, body):
+        if method == "POST" and body["metadata"]["name"] in ("r0.example.com", "r1.example.com"):
+            meeting.wait()
+        return store.route(method, path, query, body)
+
+    client = client_for(store, MANY, dispatch)
+    changes = io.apply_records(client, MANY, {}, io.ApplyOptions(600, False, NOW))
+    assert [c.name for c in changes] == sorted(MANY) and {c.action for c in changes} == {"created"}
+    assert sorted(store.objects) == sorted(MANY)
+    assert all(obj["status"]["persistedStorageVersionHashes"] == ["Unknown", "8aSe+NMegvE="] for obj in store.objects.values())
+
+
+def test_a_record_that_cannot_be_written_fails_the_task_with_its_error():
+    store = Store()
+
+    def dispatch(method, path, query, body):
+        if method == "POST" and body["metadata"]["name"] == "r3.example.com":
+            return 403, {"kind": "Status", "code": 403, "reason": "Forbidden", "message": "r3 is not yours"}
+        return store.route(method, path, query, body)
+
+    with pytest.raises(ApiError) as raised:
+        io.apply_records(client_for(store, MANY, dispatch), MANY, {}, io.ApplyOptions(600, False, NOW))
+    assert raised.value.status == 403 and "r3 is not yours" in str(raised.value)
+    assert "r3.example.com" not in store.objects and "r0.example.com" in store.objects  # the records before it are whole
+    assert store.objects["r0.example.com"]["status"]["persistedStorageVersionHashes"] == ["Unknown", "8aSe+NMegvE="]
 
 
 def test_check_mode_writes_nothing_but_says_what_would_change():
