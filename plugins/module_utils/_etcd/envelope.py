@@ -154,8 +154,8 @@ def _decode_plain(value: bytes) -> Decoded:
 def _messages():
     """The generated messages of the stored values (``etcdpb/k8s_pb2.py``, from Kubernetes' generated.proto files)
     and the exceptions a parse may raise, imported on first use (protobuf costs tens of milliseconds to import, and the
-    modules that only read records never decode a value). Without the protobuf package, a ConfigurationError: every built-in object is stored
-    as protobuf, and calling them undecodable would be a false verdict."""
+    modules that only read records never decode a value). Without the protobuf package, a ConfigurationError: every
+    built-in object is stored as protobuf, and calling them undecodable would be a false verdict."""
     try:
         from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
 
