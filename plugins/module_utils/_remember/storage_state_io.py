@@ -211,14 +211,9 @@ def apply_records(client, observed: Dict[str, Dict[str, str]], existing: Dict[st
 
     if options.check_mode or len(names) < 2:
         return [one(name) for name in names]
+    # Executor.map yields in name order and, once a result raises, cancels the writes not yet started
     with ThreadPoolExecutor(max_workers=min(RECORD_WRITERS, len(names)), thread_name_prefix="record") as writers:
-        futures = [writers.submit(one, name) for name in names]
-        try:
-            return [future.result() for future in futures]
-        except BaseException:
-            for future in futures:
-                future.cancel()
-            raise
+        return list(writers.map(one, names))
 
 
 def mark_migrated(cluster_client, resource_name: str, current_hash: str, now=None, check_mode: bool = False) -> RecordChange:
