@@ -229,8 +229,9 @@ def _served_everywhere(run_: Run, selected: List[str], clock=time.monotonic, sle
         return timeout.last
 
 
-# An apiserver that restarts (a rolling restart, a crash loop's first restart) refuses connections or is not
-# ready for a few seconds. The gate waits this long for it to answer again before it stops the migration.
+# An apiserver that restarts (a rolling restart, a crash loop's first restart) refuses connections, is not ready,
+# drops the connection in the middle of its discovery, or does not list a CRD yet, for a few seconds. The gate waits
+# this long for it to answer again before it stops the migration.
 UNREACHABLE_GRACE = 30.0
 
 
@@ -243,16 +244,20 @@ def _gate_check(run: Run, resource: str):
 def gate_for(run: Run, resource: str, sleep=time.sleep, clock=time.monotonic):
     """A callable raising ``DisagreementError`` as soon as the endpoints stop agreeing on the hash.
 
-    An endpoint that is only unreachable or unready, while every answering one reports the expected hash,
-    is waited for (``UNREACHABLE_GRACE``, within the task's deadline): the migration pauses, and goes on
-    only once it answers with the same hash.
+    An endpoint that is only unreachable, unready, incompletely discovered or not (yet) serving the resource, while
+    every answering one reports the expected hash, is waited for (``UNREACHABLE_GRACE``, within the task's deadline):
+    the migration pauses, and goes on only once it answers with the same hash. Every apiserver served the resource
+    when the migration began, so each of these is an apiserver coming back; it stops the migration if it lasts.
     """
     expected = run.current[resource]
 
     def settled(checked) -> bool:
         """Nothing to wait for: agreed, or a disagreement that no apiserver coming back can mend."""
         agreement, values = checked
-        return agreement.agreed or not values <= {expected} or not (agreement.unreachable or agreement.unready)
+        if agreement.agreed or not values <= {expected} or agreement.disagreeing:
+            return True
+        return not (agreement.unreachable or agreement.unready or agreement.incomplete
+                    or (agreement.missing or {}).get(resource))
 
     def gate() -> None:
         grace = Deadline.after(UNREACHABLE_GRACE, clock).earlier(run.deadline)

@@ -111,21 +111,30 @@ def _run(deadline, poll_interval=1.0):
     return run
 
 
+B = ["https://b"]
+RESTARTED_MID_DISCOVERY = {"incomplete": B, "missing": {"widgets.example.com": B}}
+
+
 @pytest.mark.parametrize("answers, slept, raises", [
     # one apiserver restarting: the gate waits for it, then goes on once it answers with the same hash
-    ([(False, {HASH}, ["https://b"]), (False, {HASH}, ["https://b"]), (True, {HASH}, [])], [1.0, 1.0], False),
+    ([(False, {HASH}, {"unreachable": B}), (False, {HASH}, {"unreachable": B}), (True, {HASH}, {})], [1.0, 1.0], False),
+    # it dropped the connection in the middle of its discovery, then does not list the CRD yet: waited for too
+    ([(False, {HASH}, RESTARTED_MID_DISCOVERY), (False, {HASH}, {"missing": {"widgets.example.com": B}}),
+      (True, {HASH}, {})], [1.0, 1.0], False),
     # it never comes back: the grace (30 s) ends the wait and the gate stops the migration
-    ([(False, {HASH}, ["https://b"])], [1.0] * 30, True),
-    # another hash: nothing to wait for
-    ([(False, {HASH, "other"}, [])], [], True),
+    ([(False, {HASH}, {"unreachable": B})], [1.0] * 30, True),
+    ([(False, {HASH}, RESTARTED_MID_DISCOVERY)], [1.0] * 30, True),
+    # another hash, or an apiserver contradicting itself: nothing to wait for
+    ([(False, {HASH, "other"}, {})], [], True),
+    ([(False, {HASH}, {"disagreeing": ["widgets.example.com"], "missing": {"widgets.example.com": B}})], [], True),
 ])
 def test_the_gate_waits_for_a_restarting_apiserver_within_its_grace(monkeypatch, answers, slept, raises):
     fake = FakeClock()
     queue = list(answers)
 
     def check(_run, _resource):
-        agreed, values, unreachable = queue.pop(0) if len(queue) > 1 else queue[0]
-        return Agreement(agreed=agreed, unreachable=unreachable), values
+        agreed, values, unseen = queue.pop(0) if len(queue) > 1 else queue[0]
+        return Agreement(agreed=agreed, **unseen), values
 
     monkeypatch.setattr(runner, "_gate_check", check)
     gate = runner.gate_for(_run(Deadline(600, fake.clock)), "widgets.example.com", sleep=fake.sleep, clock=fake.clock)
