@@ -15,7 +15,9 @@ description:
   - "Gate: before starting, every apiserver in O(endpoints) must report the same storage hash for the resource.
     While a migration runs the module keeps checking (between chunks, or between status polls); when the apiservers
     stop agreeing it stops the migration (deleting a pending or running migration object) and fails, naming the
-    endpoints and their hashes."
+    endpoints and their hashes. An apiserver that is restarting (unreachable, not ready, or not yet listing the
+    resource in its discovery) while every other one reports the same hash pauses the migration for up to 30 s
+    (within O(timeout)) instead."
   - "Backends: the built-in client-side migrator (the default: it works on any cluster and is the fastest), the
     in-tree C(storagemigration.k8s.io) API (v1, v1beta1 or v1alpha1, whichever the cluster serves, newest first), or
     kube-storage-version-migrator (C(migration.k8s.io/v1alpha1), when its CRDs are installed). Up to
