@@ -392,7 +392,8 @@ class Hooks:
         self.wrap(scratch, "remove_stale", "remove stale workspaces")
         self.wrap(scratch.ScratchEtcd, "restore", "copy: snapshot restore")
         self.wrap(scratch.ScratchEtcd, "start", "copy: scratch etcd start")
-        self.wrap(reader, "stored_keys", "start: keys-only scan of the copy")
+        # A live copy folds its keys by resource as they go by (inside the pages row); a restored snapshot is scanned.
+        self.wrap(reader, "stored_keys", "start: keys-only scan of a restored snapshot")
         self.wrap(apiserver, "service_account_key", "start: service-account key")
         self.wrap(runner, "_wait_ready", "start: apiserver until /readyz")
         self.wrap(reader, "wait_for_custom_resources", "read: discovery")

@@ -43,7 +43,8 @@ def page_size(objects: int, average_bytes: float) -> int:
 
 @dataclass
 class StoredKeys:
-    """What the copy holds per resource, from one keys-only scan: counts and the key prefixes (not the keys)."""
+    """What the copy holds per resource, folded from its keys as they are written or scanned: counts and the key
+    prefixes (not the keys)."""
 
     counts: Dict[str, int] = field(default_factory=dict)
     prefixes: Dict[str, Set[str]] = field(default_factory=dict)  # resource -> key prefixes its objects live under
@@ -54,22 +55,33 @@ class StoredKeys:
     def average_bytes(self) -> float:
         return self.data_bytes / self.keys if self.keys else 0.0
 
+    def add(self, key: bytes, prefix: str) -> None:
+        """One key of the copy, by resource (the audit's key layout)."""
+        self.keys += 1
+        text = key.decode("utf-8", "replace")
+        info = keys_mod.classify_key(text, prefix)
+        if info.kind == keys_mod.OUTSIDE:
+            self.outside_layout += 1
+        if info.kind != keys_mod.OBJECT:
+            return
+        name = info.resource_name
+        self.counts[name] = self.counts.get(name, 0) + 1
+        tail = f"{info.namespace}/{info.name}" if info.namespace else info.name
+        self.prefixes.setdefault(name, set()).add(text[:len(text) - len(tail)])
+
+    def folding(self, pairs: Iterator[Tuple[bytes, bytes]], prefix: str) -> Iterator[Tuple[bytes, bytes]]:
+        """``pairs`` passed on unchanged, each key folded in as it goes by: a copy learns what it holds while it
+        writes, without a second scan of its million keys."""
+        for pair in pairs:
+            self.add(pair[0], prefix)
+            yield pair
+
 
 def stored_keys(pairs: Iterator[Tuple[bytes, bytes]], prefix: str) -> StoredKeys:
     """Fold the copy's keys by resource (the audit's key layout)."""
     found = StoredKeys()
     for key, _value in pairs:
-        found.keys += 1
-        text = key.decode("utf-8", "replace")
-        info = keys_mod.classify_key(text, prefix)
-        if info.kind == keys_mod.OUTSIDE:
-            found.outside_layout += 1
-        if info.kind != keys_mod.OBJECT:
-            continue
-        name = info.resource_name
-        found.counts[name] = found.counts.get(name, 0) + 1
-        tail = f"{info.namespace}/{info.name}" if info.namespace else info.name
-        found.prefixes.setdefault(name, set()).add(text[:len(text) - len(tail)])
+        found.add(key, prefix)
     return found
 
 

@@ -348,16 +348,19 @@ def check_room(size: Optional[int], work_dir: str) -> dict:
     return room
 
 
-def _copy(plan_: Plan, etcd: scratch.ScratchEtcd) -> dict:
+def _copy(plan_: Plan, etcd: scratch.ScratchEtcd) -> Tuple[dict, Optional[reader.StoredKeys]]:
+    """The copy made, and what it holds when that was seen on the way in (a live copy: every key it wrote, under the
+    prefix the copy is later scanned by; a restored snapshot is scanned)."""
     if plan_.snapshot:
         etcd.restore(plan_.restore_tool, plan_.snapshot)
         etcd.start()
-        return {"kind": "snapshot", "from": plan_.snapshot, "bytes": os.path.getsize(plan_.snapshot)}
+        return {"kind": "snapshot", "from": plan_.snapshot, "bytes": os.path.getsize(plan_.snapshot)}, None
     etcd.start()
     source = EtcdReader(plan_.etcd)
-    keys, size = etcd.put_all(source.scan(plan_.scan))
-    return {"kind": "etcd", "from": source.endpoint, "revision": source.revision, "pages": source.pages, "bytes": size,
-            "copied_keys": keys}
+    stored = reader.StoredKeys()
+    keys, size = etcd.put_all(stored.folding(source.scan(plan_.scan), plan_.prefix))
+    return ({"kind": "etcd", "from": source.endpoint, "revision": source.revision, "pages": source.pages, "bytes": size,
+             "copied_keys": keys}, stored)
 
 
 def _client(apiserver: TargetApiserver) -> ApiClient:
@@ -492,11 +495,14 @@ def rehearse(plan_: Plan, warn=None) -> dict:
 def _copied(plan_: Plan, etcd, size: int) -> tuple:
     """The copy in the scratch etcd: where it came from, and the keys it holds by resource (none is an error);
     ``size``: the data's, as the room was checked for it."""
-    source = _copy(plan_, etcd)
-    scan = EtcdReader(EtcdSettings(endpoints=[etcd.url]))
-    stored = reader.stored_keys(scan.scan(ScanOptions(prefix=plan_.prefix, page_size=1000, keys_only=True)), plan_.prefix)
+    source, stored = _copy(plan_, etcd)
+    if stored is None:
+        scan = EtcdReader(EtcdSettings(endpoints=[etcd.url]))
+        stored = reader.stored_keys(scan.scan(ScanOptions(prefix=plan_.prefix, page_size=1000, keys_only=True)),
+                                    plan_.prefix)
+        source["revision"] = scan.revision
     stored.data_bytes = size or 0
-    source.update(revision=source.get("revision") or scan.revision, keys=stored.keys)
+    source["keys"] = stored.keys
     if not stored.keys:
         raise RehearsalError(f"the copy has no key under {plan_.prefix}: nothing to rehearse on; check etcd_prefix "
                              "(the apiserver's --etcd-prefix) and the source", details={"source": source})

@@ -36,3 +36,17 @@ def test_the_list_asks_for_the_page_size(monkeypatch):
             return {"items": [{}] * 3, "metadata": {"continue": "next" if len(asked) < 2 else ""}}
 
     assert reader._count_list(Client(), "/api/v1/configmaps", 2000) == 6 and asked == [2000, 2000]
+
+
+def test_a_copy_folds_its_keys_on_the_way_in_as_a_scan_of_it_would():
+    """What the live copy learns while it writes is what a keys-only scan of the copy finds (a restored snapshot is
+    scanned): object keys by resource and their prefixes, keys outside the layout, every key counted."""
+    pairs = [(b"/registry/configmaps/default/a", b"1"), (b"/registry/configmaps/kube-system/b", b"2"),
+             (b"/registry/namespaces/default", b"3"), (b"/registry/example.com/widgets/default/w", b"4"),
+             (b"/registry/masterleases/10.0.0.1", b"5"), (b"/registry/health", b"6"), (b"/registry/x", b"7")]
+    folded = reader.StoredKeys()
+    assert list(folded.folding(iter(pairs), "/registry/")) == pairs  # passed on unchanged, in order
+    scanned = reader.stored_keys(iter(pairs), "/registry/")
+    assert folded == scanned and folded.keys == len(pairs) and folded.outside_layout == 2
+    assert folded.counts == {"configmaps": 2, "namespaces": 1, "widgets.example.com": 1}, folded.counts
+    assert folded.prefixes["configmaps"] == {"/registry/configmaps/"}, folded.prefixes
