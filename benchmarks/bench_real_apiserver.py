@@ -51,6 +51,10 @@ Results, 50,000 ConfigMaps, 2 cores with nothing else running (median of the rou
     concurrency 1: bare 96.49, module 96.12 (1.00), ansible-playbook 100.10 (0.96; 0.98 without ansible-check's 1.39 s)
     concurrency 8: bare 42.36, module 43.73 (0.97), ansible-playbook 45.74 (0.93; 0.96 without ansible-check's 1.39 s)
     ansible-noop 0.58 s, ansible-check 1.39 s: a module task with nothing to do costs 0.81 s beyond Ansible's own task
+  --concurrency 8 --repeat 5 --methods module ansible --skip-rewrites --skip-first-migration --skip-preflight
+  (commit 5c59125, load 0.1 at the start, 3.1 at the end)
+    bare 35.51 (runs 34.9-36.0), module 36.10 (0.98; runs 35.6-36.3), ansible-playbook 37.58 (0.94; runs 37.2-37.8;
+    the module's own line 36.4 s; 0.97 without ansible-check's 1.15 s); ansible-noop 0.47 s, ansible-check 1.15 s
 """
 
 import argparse
