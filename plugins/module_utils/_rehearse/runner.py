@@ -349,8 +349,8 @@ def check_room(size: Optional[int], work_dir: str) -> dict:
 
 
 def _copy(plan_: Plan, etcd: scratch.ScratchEtcd) -> Tuple[dict, Optional[reader.StoredKeys]]:
-    """The copy made, and what it holds when that was seen on the way in (a live copy: every key it wrote, under the
-    prefix the copy is later scanned by; a restored snapshot is scanned)."""
+    """The copy made, and what it holds by resource when that was seen on the way in: a live copy folds every key it
+    writes; a restored snapshot gives None, and ``_copied`` scans it."""
     if plan_.snapshot:
         etcd.restore(plan_.restore_tool, plan_.snapshot)
         etcd.start()
