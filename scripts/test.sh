@@ -74,7 +74,7 @@ step_pytest_real_cluster() {
     done
     KUBEUPGRADE_TEST_KUBECONFIG=$(python -c 'import json,sys; print(json.load(open(sys.argv[1]))["kubeconfig"])' "$state/control-plane.json") \
     KUBEUPGRADE_TEST_ENDPOINTS=$(python -c 'import json,sys; print(",".join(json.load(open(sys.argv[1]))["endpoints"]))' "$state/control-plane.json") \
-        run_pytest pytest-real-cluster python -m pytest tests/integration -q -rs -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" "$@"
+        run_pytest pytest-real-cluster python -m pytest tests/integration -q -rfEs -n "${KUBEUPGRADE_TEST_WORKERS:-auto}" "$@"
     rc=$?
     kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     return "$rc"

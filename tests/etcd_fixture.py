@@ -165,6 +165,7 @@ class EtcdServer:
         os.makedirs(self.workdir, exist_ok=True)
         self.tls = tls
         self.pki = Pki(os.path.join(self.workdir, "pki")) if tls else None
+        self._picked_ports = ports is None
         self.port, self.peer_port = ports or (free_port(), free_port())
         self.extra_args = list(extra_args)
         self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
@@ -182,15 +183,28 @@ class EtcdServer:
                     "--client-cert-auth", "--trusted-ca-file", self.pki.ca_cert]
         return cmd + self.extra_args
 
-    def start(self, timeout=30.0):
+    def start(self, timeout=30.0, attempts=3):
+        """Start etcd and wait until it is healthy. Ports this server picked itself are picked again when another
+        process took one between the pick and etcd's bind (other tests and clients run on the machine meanwhile)."""
         binary = require_etcd(self.version)
         self.binary = binary
-        self._log = open(os.path.join(self.workdir, "etcd.log"), "ab")
+        log_path = os.path.join(self.workdir, "etcd.log")
+        self._log = open(log_path, "ab")
+        start = self._log.tell()
         self.process = subprocess.Popen(self.command(binary), stdout=self._log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"etcd exited with {self.process.returncode}; see {self._log.name}")
+                returncode = self.process.returncode
+                self.stop()
+                with open(log_path, "rb") as handle:
+                    handle.seek(start)
+                    taken = b"address already in use" in handle.read()
+                if taken and self._picked_ports and attempts > 1:
+                    self.port, self.peer_port = free_port(), free_port()
+                    self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
+                    return self.start(max(deadline - time.monotonic(), 5.0), attempts - 1)
+                raise RuntimeError(f"etcd exited with {returncode}; see {log_path}")
             try:
                 if json.loads(self._request("GET", "/health")).get("health") == "true":
                     return self

@@ -235,11 +235,17 @@ def _kubepods_cgroups():
     return sorted(found)
 
 
+def _on_host_paths(point) -> bool:
+    """A mount point at or below one of ``HOST_PATHS``: where a node mounts (the other tests of the run mount
+    elsewhere at the same time: a tmpfs, a private containerd's snapshots)."""
+    return any(point == path or point.startswith(path + "/") for path in HOST_PATHS)
+
+
 def host_state() -> dict:
-    """What a node changes on the host and must put back: kernel settings, mounts, kubepods cgroups, host paths
-    (lists only: the same after a round trip through the ledger's JSON)."""
+    """What a node changes on the host and must put back: kernel settings, the mounts on its paths, kubepods cgroups,
+    host paths (lists only: the same after a round trip through the ledger's JSON)."""
     return {"sysctls": {name: _read_sysctl(name) for name in SYSCTLS if os.path.exists(f"/proc/sys/{name}")},
-            "mounts": [list(mount) for mount in sorted(mounts())], "cgroups": _kubepods_cgroups(),
+            "mounts": [list(mount) for mount in sorted(mounts()) if _on_host_paths(mount[0])], "cgroups": _kubepods_cgroups(),
             "paths": sorted(path for path in HOST_PATHS if os.path.lexists(path))}
 
 
