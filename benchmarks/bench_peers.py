@@ -79,9 +79,36 @@ etcd, the apiserver, the methods and this process share the machine; on 2 cores 
 seconds are noisy: compare the ratios within one run. JSON goes to benchmarks/results/peers-<stamp>.json and is
 printed as the last line. Not a test: nothing is asserted.
 
-Results, 20,000 objects (23,333 keys, 2,501 of them in an old version: 2,001 VolumeAttributesClasses, 500 gizmos), 2
-cores shared with another engineer's real-apiserver tests (1-minute load average at the end of each row in the last
-column), ``--methods a-playbook a-audit b-ksvm d-intree-changed`` (c-intree-all not run: it did not fit the time):
+Results on a quiet machine (run 4, 2026-12-04 00:51, commit 10d184e, ``--objects 20000`` and all five methods; 23,331
+keys, 2,501 of them in an old version; 1-minute load 0.4-1.4 through the run), every row verified (old after 0):
+
+  run 4                                   s   x d     etcd writes / old   API writes   requests   peak MiB  apiserver CPU s
+  a-playbook  migrate.yml              16.0   5.70    1.07 (2,670)          2,670        2,738       173        5.4
+  a-audit     audit + objects           5.6  16.33    1.01 (2,517)          2,517        2,551        72        4.7
+  b-ksvm                              531.0   0.17    1.34 (3,357)         24,363       26,421        71       66.3
+  c-intree-all                        106.8   0.85    1.17 (2,918)         23,868       24,225       221       43.5
+  d-intree-changed (the fastest peer)  91.3   1.00    1.03 (2,577)          3,068        3,204       201       10.6
+
+Every method writes each old object once in etcd; beyond them a-playbook writes the records of all 71 resources (71
+POST, 75 PUT status, 4 PUT, and the StorageState CRD), a-audit the records of the 2 it migrated; Lease writes (the
+migration's locks, the apiserver's own renewals) and CRD status writes are the rest. The object writes of both are
+exactly the 2,501 old objects (VolumeAttributesClasses PUT 2,001, gizmos PUT 500). d-intree-changed took 91.3 s at
+2,000 objects too (same day, 00:43): its seconds follow the controller's pace, not the store's size. a-playbook's 16.0
+s, task by task (``detail.task_seconds``; the other tasks 0.7 s together, Ansible's start and the includes the rest):
+agreement 0.62, audit 1.95, records from the audit 3.13, object rewrite 4.99, the records path 0.53, the check path
+(no target release: it selects nothing) 0.47, the verification's audit 1.65 and records 0.50, the check 0.76. Of the
+records' 3.13 s, 2.0 s is the apiserver holding the first writes to the StorageState CRD it has just created until it
+has published that CRD's StorageVersion (the plane runs the StorageVersionAPI gate; in apiextensions-apiserver the
+storageversion manager's WaitForStorageVersionUpdate blocks custom resource writes until then): each of the first 8
+POSTs took 2.01 s, the 130 writes after them 0.14 s together (storage_state's main() in-process against a fresh 1.36
+plane of tests/realcp, 69 records, same session). So a-playbook is 5.7x the fastest peer, not the 10x of issue 30: its
+nine module tasks cost 0.5-0.8 s each beside the work, the two audits 3.6 s at the default throttle, and a fresh
+cluster's first records 2 s.
+
+Earlier results, 20,000 objects (23,333 keys, 2,501 of them in an old version: 2,001 VolumeAttributesClasses, 500
+gizmos), 2 cores shared with another engineer's real-apiserver tests (1-minute load average at the end of each row in
+the last column), ``--methods a-playbook a-audit b-ksvm d-intree-changed`` (c-intree-all not run: it did not fit the
+time):
 
   run 1 (19:07, commit d6f14ad)           s   etcd writes / old   API writes   load
   a-playbook  migrate.yml              30.3   1.07 (2,679)          3,178     2.0
@@ -118,8 +145,8 @@ a-audit does, with 7.5x fewer API writes than before; it is still not the a-audi
     already in v1 cost a request each, no etcd write: etcd ``gizmos update`` is 500 in both);
   - it sets a StorageState record for every one of the 71 resources from the audit (71 POST + 76 PUT status +
     4 PUT: about 150 etcd writes, once per cluster; a-audit writes the records of the 2 migrated resources only);
-  - its fixed cost: the agreement gate (2 polls, 5 s apart), two audits, two storage_state runs, the migration and
-    the check, each a module task of 0.5-1 s or more (task seconds in ``detail.task_seconds``).
+  - its fixed cost: the agreement gate (then 2 polls, 5 s apart; one poll since), two audits, two storage_state runs,
+    the migration and the check, each a module task of 0.5-1 s or more (task seconds in ``detail.task_seconds``).
 Why the role cannot pass the audit's object lists: its audit runs without a target (``kubeupgrade_target_release``
 unset), so it names no object (``not_readable`` 0) and ``objects_from_audit`` would refuse it; the per-version names
 it keeps stop at 1,000 per version. The fix belongs in roles/migrate: run that audit with ``readable_versions`` set
