@@ -168,9 +168,13 @@ class EtcdServer:
         self._picked_ports = ports is None
         self.port, self.peer_port = ports or (free_port(), free_port())
         self.extra_args = list(extra_args)
-        self.url = f"{'https' if tls else 'http'}://127.0.0.1:{self.port}"
         self.process = None
         self._log = None
+
+    @property
+    def url(self) -> str:
+        """The client URL: follows the port when ``start`` picks another."""
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
 
     def command(self, binary):
         peer = f"http://127.0.0.1:{self.peer_port}"
@@ -195,14 +199,16 @@ class EtcdServer:
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
+                # the collection is importable once pytest has started (not yet when conftest imports this file)
+                from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.scratch import PORT_TAKEN
+
                 returncode = self.process.returncode
                 self.stop()
                 with open(log_path, "rb") as handle:
                     handle.seek(start)
-                    taken = b"address already in use" in handle.read()
+                    taken = PORT_TAKEN.encode() in handle.read()
                 if taken and self._picked_ports and attempts > 1:
                     self.port, self.peer_port = free_port(), free_port()
-                    self.url = f"{'https' if self.tls else 'http'}://127.0.0.1:{self.port}"
                     return self.start(max(deadline - time.monotonic(), 5.0), attempts - 1)
                 raise RuntimeError(f"etcd exited with {returncode}; see {log_path}")
             try:
