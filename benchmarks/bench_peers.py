@@ -410,7 +410,8 @@ class Store:
         self.plane.etcd.stop()
 
     def fresh(self, release):
-        """etcd on a copy of the pristine data, the apiserver of ``release`` on it, ready."""
+        """etcd on a copy of the pristine data, the apiserver of ``release`` on it, ready; returns etcd's CPU seconds
+        while that apiserver started (it lists every resource into its watch cache): the load an audit is compared to."""
         from realcp.plane import locked_state, process_start
         shutil.rmtree(self.data, ignore_errors=True)
         shutil.copytree(self.pristine, self.data)
@@ -418,7 +419,10 @@ class Store:
         with locked_state(self.plane.state_file) as state:
             state["etcd_process"] = {"pid": self.plane.etcd.process.pid, "pid_start": process_start(self.plane.etcd.process.pid)}
             state["controller_manager"] = None
+        before = cpu_seconds(self.plane.etcd.process.pid)
         self.plane.start_one(0, release, timeout=240)
+        after = cpu_seconds(self.plane.etcd.process.pid)
+        return after - before if None not in (before, after) else None
 
     def track(self, process):
         from realcp.plane import process_start
@@ -710,7 +714,7 @@ class Counters:
 def measure(run, method):
     plane = run.plane
     row = {"method": method, "completed": False}
-    run.store.fresh(TO)
+    row["etcd_cpu_apiserver_start"] = run.store.fresh(TO)
     conns = Connections(conn_state(plane))
     served = discovery(conns)
     before_audit = audit(plane)
@@ -796,11 +800,12 @@ def scale(plane, args, logdir):
                 rows.append(dict(ordered[len(ordered) // 2], part="migrator", method=method, concurrency=concurrency,
                                  all_seconds=[round(r["seconds"], 2) for r in results]))
                 print(json.dumps(rows[-1]), flush=True)
-    for label, throttle in (("audit unthrottled", 0), ("audit default throttle", None)):
-        extra = {} if throttle is None else {"pages_per_second": throttle}
+    for label, read in (("audit unthrottled", audit),
+                        ("audit default throttle", audit_default),
+                        ("audit default rate, no burst (burst_pages 0)", lambda plane_: audit_default(plane_, burst_pages=0))):
         etcd_cpu = cpu_seconds(plane.etcd.process.pid)
         started = time.perf_counter()
-        result = audit(plane, **extra) if throttle is not None else audit_default(plane)
+        result = read(plane)
         rows.append({"part": "audit", "method": label, "keys": result.get("keys_scanned"),
                      "seconds": time.perf_counter() - started, "pages": result.get("pages"),
                      "etcd_cpu_seconds": cpu_seconds(plane.etcd.process.pid) - etcd_cpu})
@@ -836,9 +841,9 @@ def scale_child(config):
                       "client_cpu_seconds": used.ru_utime - cpu.ru_utime + used.ru_stime - cpu.ru_stime}))
 
 
-def audit_default(plane):
+def audit_default(plane, **extra):
     from ansible_collections.kubeupgrade.storage.plugins.modules import storage_version_audit
-    return run_module(storage_version_audit, {"etcd_endpoints": [plane.etcd.url], "names_limit": 0})
+    return run_module(storage_version_audit, {"etcd_endpoints": [plane.etcd.url], "names_limit": 0, **extra})
 
 
 # --- output ---------------------------------------------------------------------------------------------------
@@ -1017,9 +1022,11 @@ def main():
                 print(json.dumps({k: v for k, v in row.items() if k != "detail"}, default=str), flush=True)
             if args.scale:
                 print(f"--- scale ({time.strftime('%H:%M:%S')})", flush=True)
-                store.fresh(TO)
+                etcd_cpu_start = store.fresh(TO)
                 try:
                     results["scale"] = scale(plane, args, logdir)
+                    results["scale"].append({"part": "audit", "method": "kube-apiserver start (for comparison)",
+                                             "etcd_cpu_seconds": etcd_cpu_start})
                 finally:
                     store.stop()
         finally:

@@ -96,6 +96,7 @@ NUMBER_RANGES = {
     "etcd_request_timeout": NumberRange(0, 3600, "seconds", above=True),
     "page_size": NumberRange(1, 10000, "keys per range request"),
     "pages_per_second": NumberRange(0, 10000, note="0 reads as fast as etcd answers"),
+    "burst_pages": NumberRange(0, 1000000, "pages", note="0 paces from the first page"),
     "names_limit": NumberRange(-1, 1000000, note="-1 lists every name, 0 none"),
     # storage_rehearsal
     "start_timeout": NumberRange(5, 3600, "seconds"),

@@ -123,6 +123,12 @@ options:
         O(pages_per_second) keys per second; C(0) reads as fast as etcd answers.
     type: float
     default: 20
+  burst_pages:
+    description:
+      - Pages of the live etcd read as fast as it answers before O(pages_per_second) applies, as for
+        M(kubeupgrade.storage.storage_version_audit); C(0) paces every page from the first.
+    type: int
+    default: 50
   apiserver_manifest:
     description:
       - The cluster's kube-apiserver static pod manifest, read for the storage flags and the etcd connection. A path given
@@ -429,6 +435,7 @@ def argument_spec() -> dict:
         snapshot=dict(type="path"),
         page_size=dict(type="int", default=1000),
         pages_per_second=dict(type="float", default=20),
+        burst_pages=dict(type="int", default=50),
         apiserver_manifest=dict(type="path"),
         apiserver_manifest_backups=dict(type="path"),
         encryption_config=dict(type="path"),

@@ -499,24 +499,32 @@ def _gateway_page(document: dict) -> _RangePage:
 
 
 class _Throttle:
-    """At most ``page_size * pages_per_second`` keys per second, with the clock and sleep passed in.
+    """At most ``page_size * pages_per_second`` keys per second once ``burst_pages`` pages are read: a token bucket, as
+    client-go's QPS and burst, with the clock and sleep passed in.
 
-    The pause before a request is in proportion to the keys the last answer brought (a full page: the whole interval):
-    a bounded window (see ``_Windows``) may come back short, or empty, which cost etcd nothing to count or send.
+    A page costs one token in proportion to the keys its answer brought (a full page: one; a bounded window, see
+    ``_Windows``, may come back short, or empty, which cost etcd nothing to count or send). The bucket starts with
+    ``burst_pages`` tokens and refills at ``pages_per_second``, holding at most ``max(burst_pages, 1)``: so a small
+    store is read at etcd's pace, and a large one, past the burst, at the rate; ``burst_pages`` 0 paces from the
+    first page.
     """
 
     def __init__(self, options: ScanOptions):
         self.options = options
-        self.interval = 1.0 / options.pages_per_second if options.pages_per_second > 0 else 0.0
+        self.rate = options.pages_per_second
+        self.capacity = max(float(options.burst_pages), 1.0)
+        self.tokens = float(options.burst_pages)
         self.last = options.clock()
 
     def wait(self, keys: Optional[int] = None) -> None:
-        if not self.interval:
+        if self.rate <= 0:
             return
-        share = 1.0 if keys is None else min(1.0, keys / self.options.page_size)
-        pause = self.last + self.interval * share - self.options.clock()
-        if pause > 0:
-            self.options.sleep(pause)
+        now = self.options.clock()
+        self.tokens = min(self.capacity, self.tokens + (now - self.last) * self.rate)
+        self.tokens -= 1.0 if keys is None else min(1.0, keys / self.options.page_size)
+        if self.tokens < 0:
+            self.options.sleep(-self.tokens / self.rate)
+            self.tokens = 0.0
         self.last = self.options.clock()
 
 

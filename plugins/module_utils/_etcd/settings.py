@@ -68,7 +68,8 @@ def _check_endpoints(endpoints) -> list:
 
 @dataclass
 class ScanOptions:
-    """``pages_per_second`` 0 = no throttle; ``keys_only`` yields empty values (etcd sends no values).
+    """``pages_per_second`` 0 = no throttle, else at that rate once ``burst_pages`` pages are read; ``keys_only``
+    yields empty values (etcd sends no values).
 
     ``transport``: ``auto`` (gRPC, the JSON gateway where gRPC cannot be spoken), ``grpc`` or ``gateway`` only.
     """
@@ -76,6 +77,7 @@ class ScanOptions:
     prefix: str = "/registry/"
     page_size: int = 500
     pages_per_second: float = 0.0
+    burst_pages: int = 0
     keys_only: bool = False
     transport: str = "auto"
     sleep: Callable[[float], None] = field(default=time.sleep)
@@ -90,10 +92,11 @@ class ScanOptions:
         rate = float(params.get("pages_per_second") or 0)
         if rate < 0:
             raise ConfigurationError("pages_per_second must be 0 (no throttle) or a positive number")
+        burst = int(params.get("burst_pages") or 0)  # its range: _validate.NUMBER_RANGES
         prefix = params.get("etcd_prefix") or "/registry"
         if not prefix.strip("/"):
             raise ConfigurationError("etcd_prefix must name the apiserver's prefix (kube-apiserver --etcd-prefix, default /registry), not /")
-        return cls(prefix=normalize_prefix(prefix), page_size=page_size, pages_per_second=rate)
+        return cls(prefix=normalize_prefix(prefix), page_size=page_size, pages_per_second=rate, burst_pages=burst)
 
 
 def normalize_prefix(prefix: str) -> str:

@@ -34,6 +34,7 @@ def files(tmp_path):
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "etcd_client_cert": "{tmp}/ca.crt"}, "must be given together"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "page_size": 20000}, "'page_size' must be at most 10000"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "pages_per_second": -0.5}, "'pages_per_second' must not be negative"),
+    ({"etcd_endpoints": ["https://127.0.0.1:2379"], "burst_pages": -1}, "'burst_pages' must not be negative"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "etcd_request_timeout": 0}, "'etcd_request_timeout' must be above 0"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "names_limit": -5}, "'names_limit' must be at least -1"),
     ({"etcd_endpoints": ["https://127.0.0.1:2379"], "etcd_prefix": "//"}, "etcd_prefix must name"),

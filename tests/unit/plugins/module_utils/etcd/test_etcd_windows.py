@@ -103,3 +103,45 @@ def test_throttle_pauses_in_proportion_to_the_keys_of_the_last_answer():
     for keys in (100, 50, 0, 400):
         throttle.wait(keys)
     assert pauses == [0.5, 0.25, 0.5]  # an empty answer: no pause (etcd counted and sent nothing)
+
+
+def _clocked(**given):
+    """A throttle on a clock that moves only when it sleeps (etcd answering at once), and its pauses."""
+    now, pauses = [0.0], []
+    options = ScanOptions(clock=lambda: now[0], sleep=lambda s: pauses.append(s) or now.__setitem__(0, now[0] + s), **given)
+    return etcd_client._Throttle(options), pauses, now
+
+
+def test_the_burst_is_read_at_etcd_s_pace_then_every_page_at_the_rate():
+    throttle, pauses, now = _clocked(page_size=100, pages_per_second=2, burst_pages=3)
+    for _ in range(6):
+        throttle.wait(100)
+    assert pauses == [0.5, 0.5, 0.5]  # pages 4-6; a scan of 1,000 pages takes (1000 - 3) / 2 s
+    assert now[0] == 1.5
+
+
+def test_a_slow_answer_refills_the_bucket_up_to_the_burst_and_no_further():
+    throttle, pauses, now = _clocked(page_size=100, pages_per_second=2, burst_pages=2)
+    throttle.wait(100), throttle.wait(100)  # the burst spent, no pause
+    now[0] += 100.0  # etcd took long to answer: 200 pages of credit, held to the burst of 2
+    for _ in range(4):
+        throttle.wait(100)
+    assert pauses == [0.5, 0.5]
+
+
+def test_no_burst_paces_from_the_first_page_and_no_rate_never_pauses():
+    throttle, pauses, _now = _clocked(page_size=100, pages_per_second=2, burst_pages=0)
+    throttle.wait(100)
+    assert pauses == [0.5]
+    throttle, pauses, _now = _clocked(page_size=100, pages_per_second=0, burst_pages=0)
+    for _ in range(5):
+        throttle.wait(100)
+    assert pauses == []
+
+
+def test_the_audit_and_the_rehearsal_read_a_burst_of_50_pages_unless_told_otherwise():
+    from ansible_collections.kubeupgrade.storage.plugins.modules import storage_rehearsal, storage_version_audit
+    for module in (storage_version_audit, storage_rehearsal):
+        assert module.argument_spec()["burst_pages"] == {"type": "int", "default": 50}
+    assert ScanOptions.from_params({"burst_pages": 50}).burst_pages == 50
+    assert ScanOptions.from_params({}).burst_pages == 0  # a caller that gives none: paced from the first page
