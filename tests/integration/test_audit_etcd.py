@@ -79,14 +79,15 @@ def test_scan_is_one_snapshot_at_the_first_page_revision(etcd_plain):
     assert len(seen) == 30 and reader.pages == 3
 
 
-def test_throttle_pauses_between_pages(etcd_plain):
+@pytest.mark.parametrize("burst, expected", [(0, [0.25, 0.25]), (1, [0.25]), (2, [])])
+def test_throttle_pauses_between_pages_once_the_burst_is_read(etcd_plain, burst, expected):
     etcd_plain.put_many((f"/registry/secrets/ns/s-{i:03d}", protobuf_value("v1", "Secret")) for i in range(12))
-    request = runner.build_request(_params(etcd_plain, page_size=5, pages_per_second=4))
+    request = runner.build_request(_params(etcd_plain, page_size=5, pages_per_second=4, burst_pages=burst))
     now, pauses = [100.0], []
     request.scan.clock = lambda: now[0]
     request.scan.sleep = lambda seconds: pauses.append(seconds) or now.__setitem__(0, now[0] + seconds)
-    assert sum(1 for _kv in EtcdReader(request.settings).scan(request.scan)) == 12
-    assert pauses == [0.25, 0.25]
+    assert sum(1 for _kv in EtcdReader(request.settings).scan(request.scan)) == 12  # pages of 5, 5 and 2
+    assert pauses == expected
 
 
 def test_encrypted_values_decrypt_with_the_apiservers_config(etcd_plain, tmp_path):
