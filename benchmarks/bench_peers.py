@@ -68,8 +68,10 @@ in-process in a child, ``bench_real_apiserver.module_migrator``) against the bar
 ``bench_real_apiserver.ansible_child``: Ansible's start included), each over every ConfigMap (``--objects`` / 2,
 listed across namespaces; already in the current version, so the apiserver skips each write to etcd) at each
 ``--scale-concurrency``, taking turns for ``--scale-repeat`` rounds (median shown, as a ratio to the bare loop at the
-same concurrency); then the audit (``storage_version_audit``, unthrottled and at its default throttle) over the
-whole store, with etcd's CPU seconds.
+same concurrency); then the audit (``storage_version_audit``) over the whole store, unthrottled, at its default
+throttle and at its default rate without the burst (``burst_pages: 0``), with etcd's CPU seconds, beside etcd's CPU
+seconds while kube-apiserver started on that copy (its watch caches list every resource from etcd; each method's row
+notes the same, ``etcd_cpu_apiserver_start``). ``--scale-repeat 0`` leaves the migrator rows out.
 
     export PATH=$PWD/.venv/bin:$PATH KUBEUPGRADE_TEST_K8S_ASSETS=$PWD/.cache/k8s-assets
     python benchmarks/bench_peers.py --objects 20000
@@ -78,6 +80,35 @@ whole store, with etcd's CPU seconds.
 etcd, the apiserver, the methods and this process share the machine; on 2 cores with other work running the
 seconds are noisy: compare the ratios within one run. JSON goes to benchmarks/results/peers-<stamp>.json and is
 printed as the last line. Not a test: nothing is asserted.
+
+Results at 50,000 objects, on a quiet machine (2026-12-04; 53,333 keys, 2,501 of them in an old version; 1-minute load
+0.0-2.2; every row verified, old after 0). Run 5 (04:31, commit 5932f37, ``--objects 50000 --scale``, all five methods)
+and run 6 (05:16, commit e4e753e: the etcd scan's burst, ``burst_pages`` 50 by default; ``--objects 50000 --methods
+a-playbook a-audit d-intree-changed --scale --scale-repeat 0``):
+
+                                          s      x d    etcd writes / old  API writes  requests  peak MiB  apiserver CPU s
+  run 5  a-playbook  migrate.yml        19.3    4.73    1.07 (2,673)          2,673       2,742      176        5.8
+         a-audit     audit + objects     7.0   12.96    1.01 (2,517)          2,518       2,555       72        4.7
+         b-ksvm                       1185.9    0.08    1.60 (4,014)         57,195      61,288       71      169.5
+         c-intree-all                  176.3    0.52    1.19 (2,967)         53,910      54,362      330       96.0
+         d-intree-changed (fastest)     91.3    1.00    1.03 (2,577)          3,068       3,204      306       10.5
+  run 6  a-playbook  migrate.yml        14.6    6.17    1.07 (2,669)          2,668       2,736      175        5.7
+         a-audit     audit + objects     4.7   19.23    1.01 (2,517)          2,517       2,552       70        4.7
+         d-intree-changed (fastest)     90.3    1.00    1.03 (2,577)          3,068       3,202      305       10.2
+
+At 50,000 objects the peers that rewrite every object (b, c) take 2.2x and 1.7x their time at 20,000; d and the
+collection write the same 2,501 old objects as at 20,000. What grew in a-playbook was its two audits: 3.36 s and 3.18
+s in run 5, the default throttle (20 pages of 1,000 keys a second) holding 53,333 keys to 2.7 s each. With the burst
+(run 6: the first 50 pages at etcd's pace, then the rate) they took 1.03 s and 0.84 s as tasks, the audit alone 0.28
+s against 2.69 s with ``burst_pages: 0`` (etcd CPU 0.21 s against 0.29 s), and 0.27 s unthrottled (0.19 s); etcd spent
+0.40-0.42 s of CPU while kube-apiserver 1.36.2 started on the same store (each method's fresh copy,
+``etcd_cpu_apiserver_start``). a-playbook's 14.6 s in run 6, task by task: agreement 0.59, audit 1.03, records 3.14
+(2 s of it the fresh StorageState CRD's StorageVersion, below), object rewrite 5.23 (2,001 VolumeAttributesClasses at
+about 480 a second, 4 at a time), the records path 0.55, the check path 0.53, the verification's audit 0.84 and
+records 0.51, the check 0.78. Item 3 at 50,000 (run 5, 25,002 ConfigMaps, median of 3 rounds taking turns): module
+1.01x the bare loop at concurrency 1 (42.09 s against 42.45 s) and 0.99x at 8 (18.14 s against 17.98 s); end to end
+through ansible-playbook 0.95x at 1 (44.60 s) and 0.92x at 8 (19.51 s: the module's own line 18.40 s, Ansible's start
+and the module task's fixed cost the other 1.1 s).
 
 Results on a quiet machine (run 4, 2026-12-04 00:51, commit 10d184e, ``--objects 20000`` and all five methods; 23,331
 keys, 2,501 of them in an old version; 1-minute load 0.4-1.4 through the run), every row verified (old after 0):
