@@ -114,7 +114,7 @@ def _clocked(**given):
 
 def test_the_burst_is_read_at_etcd_s_pace_then_every_page_at_the_rate():
     throttle, pauses, now = _clocked(page_size=100, pages_per_second=2, burst_pages=3)
-    for _ in range(6):
+    for _page in range(6):
         throttle.wait(100)
     assert pauses == [0.5, 0.5, 0.5]  # pages 4-6; a scan of 1,000 pages takes (1000 - 3) / 2 s
     assert now[0] == 1.5
@@ -124,7 +124,7 @@ def test_a_slow_answer_refills_the_bucket_up_to_the_burst_and_no_further():
     throttle, pauses, now = _clocked(page_size=100, pages_per_second=2, burst_pages=2)
     throttle.wait(100), throttle.wait(100)  # the burst spent, no pause
     now[0] += 100.0  # etcd took long to answer: 200 pages of credit, held to the burst of 2
-    for _ in range(4):
+    for _page in range(4):
         throttle.wait(100)
     assert pauses == [0.5, 0.5]
 
@@ -134,7 +134,7 @@ def test_no_burst_paces_from_the_first_page_and_no_rate_never_pauses():
     throttle.wait(100)
     assert pauses == [0.5]
     throttle, pauses, _now = _clocked(page_size=100, pages_per_second=0, burst_pages=0)
-    for _ in range(5):
+    for _page in range(5):
         throttle.wait(100)
     assert pauses == []
 
