@@ -181,9 +181,10 @@ options:
         RV(records_refreshed).
       - In check mode nothing is written (RV(records_refreshed) says what would be) and the records are judged as they are.
       - With V(false) (the default) the check writes nothing and judges the records as they are.
-      - Not done when O(audit) is given - the audit's measurement beats the records for what it read, and a play that
-        has an audit sets the records from it (M(kubeupgrade.storage.storage_state) with
-        O(kubeupgrade.storage.storage_state#module:audit)); RV(records_refreshed) is then not returned.
+      - With O(audit), the records are set from the audit's measurement instead, exactly as
+        M(kubeupgrade.storage.storage_state) with O(kubeupgrade.storage.storage_state#module:audit) sets them (a
+        resource whose every object etcd holds in the current storage version gets a C(current) record), and the
+        check judges from the audit, whose measurement beats the records for what it read.
     type: bool
     default: false
   target_running_release:

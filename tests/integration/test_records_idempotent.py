@@ -117,5 +117,12 @@ def test_a_second_audited_preflight_writes_no_record(etcd_plane, etcd_tls, ansib
     second = run(ansible_playbook, "preflight.yml", etcd_plane, tmp_path, **etcd)
     assert second.rc == 0, explain(second)
     assert record_writes(etcd_plane) == written, "the second audited pre-flight rewrote records that did not change"
-    assert "Set the StorageState records from the measurement" in second.stdout
     assert second.changed_total == 0, explain(second)
+    # The check set them from the audit (refresh_records with audit): the record says when etcd was measured.
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import ApiClient
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings
+    from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records, storage_state_io
+    client = ApiClient(ConnectionSettings.from_params({"kubeconfig": etcd_plane.kubeconfig}))
+    record = client.get(f"{storage_state_io.STATES_PATH}/{PRIORITYCLASSES}")
+    assert records.MEASURED_AT_ANNOTATION in record["metadata"].get("annotations", {}), record["metadata"]
+    assert len(record["status"]["persistedStorageVersionHashes"]) == 2, "the v1alpha1 object etcd holds is recorded"

@@ -1,7 +1,7 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the check decides for the play around it, besides the verdicts: whether it refreshes the records, the release
-it judges when none is named, and which migration may run before a rolling upgrade. Pure: the roles only wire
-these results (``refresh_records``, ``target_running_release``, ``migration``)."""
+"""What the check decides for the play around it, besides the verdicts: the release it judges when none is named, and
+which migration may run before a rolling upgrade. Pure: the roles only wire these results (``target_running_release``,
+``migration``)."""
 
 from __future__ import annotations
 
@@ -14,12 +14,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles impor
 # What may be migrated before the roll (the ``migration`` result's booleans).
 MIGRATE_RESOURCES = "resources"  # what the records and a check against the target select (the migrate role)
 MIGRATE_OBJECTS_FROM_AUDIT = "objects_from_audit"  # only the objects the audit named (storage_migration objects_from_audit)
-
-
-def refreshes_records(refresh_records: bool, audit_given: bool) -> bool:
-    """Whether the check refreshes the StorageState records from its observation: as asked, unless an audit is given -
-    its measurement beats the records, and a play that has one sets the records from it (storage_state with audit)."""
-    return bool(refresh_records) and not audit_given
 
 
 def running_release(endpoints) -> Optional[str]:

@@ -177,9 +177,10 @@ def run(module) -> dict:
     observed, observation = _observations(module, inputs)
     release, plan = _release_judged(params, profiles, inputs.release, observed)
     refreshed = None
-    if decisions.refreshes_records(params.get("refresh_records"), options.audit is not None) and not options.offline:
+    if params.get("refresh_records") and not options.offline:  # from the audit's measurement when one is given
         refreshed, observation = storage_state_io.refresh_before_use(
-            module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles))
+            module, observation, options.resources, reobserve=lambda: _observe(module, options, profiles),
+            audit=options.audit)
     target = Target(release=release, live=inputs.live, crd_manifests=inputs.manifests)
     held = module.check_mode and params.get("check_mode_after_changes")
     options.held_in_check_mode = CHECK_MODE_REPORTED if held else ()

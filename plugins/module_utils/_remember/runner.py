@@ -103,9 +103,6 @@ def run(module) -> dict:
         raise KubeUpgradeError(f"No StorageState record was written: {not_observed} Give every apiserver's own URL in "
                                "endpoints, then run again", result=dict(EMPTY_RESULT))
     check_served(params, observation, profiles)
-    if measured is not None and not measured.covers_absent:
-        module.warn("the audit was limited to some resources or found keys outside the apiserver's key layout: resources "
-                    "it did not count keep their remembered records (Unknown for a new one)")
     request = storage_state_io.Refresh(params["resources"] or None, params["install_crd"], params["heartbeat_interval"],
                                        module.check_mode, measured)
     result, _observation = storage_state_io.refresh(cluster, observation, request, reobserve=observe_now, warn=module.warn)

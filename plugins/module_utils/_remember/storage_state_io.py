@@ -299,10 +299,15 @@ def refresh(cluster_client, observation, request: Refresh, reobserve: Callable[[
     for ep in observation.endpoints:
         if not ep.complete:
             warn(f"{ep.error} - its storage hashes are not recorded in this run")
+    if request.measurement is not None and not request.measurement.covers_absent:
+        warn("the audit was limited to some resources or found keys outside the apiserver's key layout: resources "
+             "it did not count keep their remembered records (Unknown for a new one)")
     installed = ensure_crd(cluster_client, request.install_crd, request.check_mode)
+    # Read first: the first request to a CRD's resource makes the apiserver publish its StorageVersion (with the
+    # StorageVersionAPI gate), which its first writes wait for; the observation below runs meanwhile.
+    existing = {} if (installed and request.check_mode) else read_records(cluster_client)
     if installed and not request.check_mode:
         observation = reobserve()
-    existing = {} if (installed and request.check_mode) else read_records(cluster_client)
     observed = observed_hashes(observation, request.resources)
     for name in request.resources or []:
         if name not in observed:
@@ -328,11 +333,12 @@ def unreachable_endpoints(observation) -> list:
     return [ep.endpoint for ep in observation.endpoints if not ep.reachable]
 
 
-def refresh_before_use(module, observation, resources, reobserve: Callable[[], object]):
-    """The ``refresh_records`` option of the check and the migration: ``refresh`` with storage_state's defaults, then
-    the records read again into ``observation`` for the task to go on with. Nothing is recorded unless every apiserver
-    answered: a record set from part of the control plane would miss what the others write (the task fails or blocks
-    on the unreachable ones). Returns (what was done, or None; the observation)."""
+def refresh_before_use(module, observation, resources, reobserve: Callable[[], object], audit: Optional[dict] = None):
+    """The ``refresh_records`` option of the check and the migration: ``refresh`` with storage_state's defaults (with
+    ``audit``, from its measurement, as storage_state's ``audit`` option), then the records read again into
+    ``observation`` for the task to go on with. Nothing is recorded unless every apiserver answered: a record set from
+    part of the control plane would miss what the others write (the task fails or blocks on the unreachable ones).
+    Returns (what was done, or None; the observation)."""
     unreachable = unreachable_endpoints(observation)
     if unreachable:
         if len(unreachable) < len(observation.endpoints):
@@ -344,7 +350,8 @@ def refresh_before_use(module, observation, resources, reobserve: Callable[[], o
     if not_observed:
         module.warn(f"no StorageState record was refreshed: {not_observed}")
         return None, observation
-    request = Refresh(resources, check_mode=module.check_mode)
+    measured = records.measurement_from_audit(audit) if audit is not None else None
+    request = Refresh(resources, check_mode=module.check_mode, measurement=measured)
     refreshed, observation = refresh(module.client(), observation, request, reobserve=reobserve, warn=module.warn)
     refreshed.pop("diff")
     if refreshed["changed"] and not module.check_mode:

@@ -1,5 +1,5 @@
 # GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
-"""What the check decides for the play around it: the records refresh, the running release, the migration before a roll."""
+"""What the check decides for the play around it: the running release, the migration before a roll."""
 
 from __future__ import annotations
 
@@ -8,16 +8,6 @@ import pytest
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import decisions
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.model import EndpointObservation
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
-
-
-@pytest.mark.parametrize("refresh, audit, expected", [
-    (True, False, True),
-    (True, True, False),  # the audit set the records
-    (False, False, False),
-    (False, True, False),
-])
-def test_records_are_refreshed_as_asked_unless_an_audit_is_given(refresh, audit, expected):
-    assert decisions.refreshes_records(refresh, audit) is expected
 
 
 def ep(url, release, reachable=True):

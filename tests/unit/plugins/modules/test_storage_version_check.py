@@ -143,13 +143,20 @@ AUDIT = {"changed": False, "keys_scanned": 3, "endpoint": "https://10.0.0.11:237
          "resources": {"pods": {"objects": 3, "hashes": [POD_V1], "unreadable": 0}}}
 
 
-def test_records_are_not_refreshed_when_an_audit_is_given(run_module, fake_cluster):
+def test_with_an_audit_the_records_are_set_from_its_measurement(run_module, fake_cluster):
+    """refresh_records with an audit sets each record from what etcd holds, as storage_state with audit does: one task
+    instead of two after an audit."""
     args = {**BASE_ARGS, "target_release": "1.33", "resources": ["pods"], "fail_on": [], "refresh_records": True}
-    failed, result = run_module(module, args, check_mode=True)
-    assert not failed and "records_refreshed" in result
+    failed, observed = run_module(module, args, check_mode=True)
+    assert not failed and "records_refreshed" in observed
     failed, result = run_module(module, {**args, "audit": AUDIT}, check_mode=True)
-    assert not failed and "records_refreshed" not in result, result.get("records_refreshed")
+    assert not failed, result["msg"]
+    pods = {r["name"]: r for r in result["records_refreshed"]["records"]}["pods"]
+    assert pods["action"] == "created" and pods["after"]["status"]["persistedStorageVersionHashes"] == [POD_V1]
+    assert pods["after"]["measured_at"] == AUDIT["measured_at"], "set from the audit, not from the observation"
+    assert not any(r.get("measured_at") for r in observed["records_refreshed"]["records"])
     assert result["migration"]["objects_from_audit"] is (result["verdict"] != "safe")
+    assert fake_cluster.writes() == []
 
 
 def test_target_running_release_judges_the_release_the_apiservers_run(run_module, fake_cluster):
