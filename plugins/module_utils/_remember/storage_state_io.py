@@ -303,11 +303,9 @@ def refresh(cluster_client, observation, request: Refresh, reobserve: Callable[[
         warn("the audit was limited to some resources or found keys outside the apiserver's key layout: resources "
              "it did not count keep their remembered records (Unknown for a new one)")
     installed = ensure_crd(cluster_client, request.install_crd, request.check_mode)
-    # Read first: the first request to a CRD's resource makes the apiserver publish its StorageVersion (with the
-    # StorageVersionAPI gate), which its first writes wait for; the observation below runs meanwhile.
-    existing = {} if (installed and request.check_mode) else read_records(cluster_client)
     if installed and not request.check_mode:
         observation = reobserve()
+    existing = {} if (installed and request.check_mode) else read_records(cluster_client)
     observed = observed_hashes(observation, request.resources)
     for name in request.resources or []:
         if name not in observed:
