@@ -98,6 +98,9 @@ a-playbook a-audit d-intree-changed --scale --scale-repeat 0``):
   run 7  a-playbook  migrate.yml        13.4    6.83    1.07 (2,669)          2,669       2,734      175        5.7
          a-audit     audit + objects     4.7   19.24    1.01 (2,517)          2,518       2,553       73        4.9
          d-intree-changed (fastest)     91.3    1.00    1.03 (2,577)          3,068       3,204      304       10.0
+  run 8  a-playbook  migrate.yml        13.1    6.99    1.07 (2,668)          2,670       2,735      175        5.8
+         a-audit     audit + objects     4.8   19.14    1.01 (2,517)          2,518       2,552       72        4.8
+         d-intree-changed (fastest)     91.3    1.00    1.03 (2,577)          3,068       3,205      299       10.3
 
 Run 7 (09:53, commit 922e483, ``--objects 50000 --methods a-playbook a-audit d-intree-changed``): the verification's
 check sets the records from its audit (``refresh_records`` with ``audit``), one module task fewer. a-playbook's 13.4
@@ -106,7 +109,13 @@ read the records before observing again did not shorten it, and was reverted), o
 0.53, the check path 0.44, the verification's audit 0.75 and check 0.80; Ansible's start, the includes and the other
 tasks 1.3 s. Of the 12.1 s in module tasks, 7.0 s are the work the store needs (the rewrite and that wait); the eight
 module tasks' fixed cost (0.4-0.7 s each) is most of the rest, which is why a-playbook stays under the 10x of issue
-30.
+30. Run 8 (10:35, commit 126d5f1, same command): migrate.yml without a target release no longer runs the
+check-selected migration (it selected nothing): 13.1 s, tasks as in run 7 less the check path (agreement 0.54, audit
+0.91, records 3.08, rewrite 5.09, records path 0.53, verification audit 0.80 and check 0.81). The 2 s StorageVersion
+wait runs from the CRD's creation, not from its first request (one kube-apiserver 1.36.2 with the gate, the
+collection's ensure_crd, then a LIST and a POST of a StorageState: the POST took 2.01 s right after Established, 0.01
+s when the LIST came 3 s later, 0.12 s when the POST came 3 s after the LIST), so only work between the CRD's install
+and the first record write could hide it, and a module must not write before its input is validated.
 
 At 50,000 objects the peers that rewrite every object (b, c) take 2.2x and 1.7x their time at 20,000; d and the
 collection write the same 2,501 old objects as at 20,000. What grew in a-playbook was its two audits: 3.36 s and 3.18
