@@ -204,7 +204,14 @@ options:
         create missing records (C(Unknown) plus the hashes observed now), append newly observed hashes, renew old
         heartbeats. With O(select=from_records) a resource that had no record is then selected. One task instead of
         two; the result is in RV(records_refreshed).
-      - Ignored with O(objects_from_audit). In check mode nothing is written and selection uses the records as they are.
+      - With O(objects_from_audit), the records are set from the audit's measurement instead, exactly as
+        M(kubeupgrade.storage.storage_state) O(kubeupgrade.storage.storage_state#module:audit) sets them - every
+        resource's (or those O(resources) names), after the rewrite, except the records the rewrite itself sets to
+        C([current]) (with O(update_records)); a resource whose listed objects were not all rewritten keeps what the
+        audit measured. A missing StorageState CRD is installed before the rewrite, so the apiserver's hold on a new
+        CRD's first writes (with the StorageVersionAPI feature gate) passes while objects are rewritten. Nothing is
+        recorded unless every apiserver answered.
+      - In check mode nothing is written and selection uses the records as they are.
     type: bool
     default: false
   prune_crd_stored_versions:
@@ -459,7 +466,8 @@ skipped_resources:
   sample: [{"resource": "configmaps", "reason": "StorageState says every object is stored as qFsyl6wFWjQ= already"}]
 records_refreshed:
   description:
-    - With O(refresh_records=true), what was done to the records before selecting - as
+    - With O(refresh_records=true), what was done to the records before selecting (with O(objects_from_audit), after
+      the rewrite) - as
       M(kubeupgrade.storage.storage_state) returns it (C(records), C(crd_installed), C(unreachable_endpoints), C(msg),
       C(changed)).
   returned: when O(refresh_records=true) and an apiserver answered

@@ -50,6 +50,8 @@ from real_binaries import (
 )
 from test_demo import readme_block
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import records as records_
+
 pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[2]
@@ -333,6 +335,59 @@ def test_migrate_yml_with_etcd_settings_rewrites_only_the_objects_stored_in_an_o
     record = records(plane)["gadgets.example.com"]
     assert record["persistedStorageVersionHashes"] == [record["currentStorageVersionHash"]], record
     assert "Objects stored in another version than the current one (the audit):" in result.stdout, explain(result)
+
+
+def test_the_object_rewrite_installs_the_records_crd_first_and_sets_every_other_record_from_its_audit(
+        real_plane_factory, ansible_playbook, tmp_path):
+    """The migrate role's rewrite (storage_migration with objects_from_audit and refresh_records) on a cluster without
+    the StorageState CRD: it installs the CRD before the rewrite, rewrites the gadget the audit names, marks the
+    gadgets' record [current] (no measurement annotation: the migration's), and sets every other record from the
+    audit (its measured-at) - the records one task of the role used to set before migrating."""
+    plane = real_plane_factory(["1.32", "1.32"])
+    gadgets_stored_as(plane, "v1alpha1")
+    create(plane, "/apis/example.com/v1alpha1/namespaces/app/gadgets",
+           {"apiVersion": "example.com/v1alpha1", "kind": "Gadget", "metadata": {"name": "old"}, "spec": {"size": 1}})
+    switch_gadgets_storage(plane, "v1")
+    wait_for(lambda: all(plane.request("GET", GADGETS_PATH, index=i)[1]["spec"]["versions"][1]["storage"] for i in range(2)),
+             "both apiservers to see v1 stored")
+    assert plane.request("GET", "/apis/apiextensions.k8s.io/v1/customresourcedefinitions/storagestates.migration.k8s.io")[0] == 404
+    saved = tmp_path / "rewrite.json"
+    play = [{"name": "rewrite", "hosts": "localhost", "connection": "local", "gather_facts": False,
+             "vars": {"etcd": plane.etcd_settings},
+             "module_defaults": {"group/kubeupgrade.storage.storage": {"kubeconfig": str(plane.kubeconfig),
+                                                                       "endpoints": plane.endpoints},
+                                 "group/kubeupgrade.storage.etcd": "{{ etcd | kubeupgrade.storage.etcd_connection }}"},
+             "tasks": [
+                 {"name": "agree", "kubeupgrade.storage.storage_version_agreement": {"polls": 1}, "register": "gate"},
+                 {"name": "audit", "kubeupgrade.storage.storage_version_audit": {
+                     "readable_versions": "{{ gate.storage_versions }}", "names_limit": -1}, "register": "audit"},
+                 {"name": "rewrite", "kubeupgrade.storage.storage_migration": {
+                     "objects_from_audit": "{{ audit }}", "refresh_records": True, "timeout": 120,
+                     "checkpoint_dir": str(tmp_path / "checkpoints")}, "register": "rewrite"},
+                 {"name": "save", "ansible.builtin.copy": {"content": "{{ {'audit': audit, 'rewrite': rewrite} | to_json }}",
+                                                          "dest": str(saved), "mode": "0600"}}]}]
+    playbook = tmp_path / "rewrite.yml"
+    playbook.write_text(yaml.safe_dump(play, sort_keys=False), encoding="utf-8")
+    result = ansible_playbook(playbook, timeout=300)
+    assert result.rc == 0, explain(result)
+    outcome = json.loads(saved.read_text(encoding="utf-8"))
+    audit, rewrite = outcome["audit"], outcome["rewrite"]
+    assert [(m["resource"], m["status"], m["objects_migrated"]) for m in rewrite["migrations"]] == [
+        ("gadgets.example.com", "succeeded", 1)], rewrite["migrations"]
+    refreshed = rewrite["records_refreshed"]
+    assert refreshed["crd_installed"] is True, refreshed
+    assert "gadgets.example.com" not in {r["name"] for r in refreshed["records"]}, "the migration's record, not the audit's"
+    status, body = plane.request("GET", "/apis/migration.k8s.io/v1alpha1/storagestates")
+    assert status == 200, body
+    stored = {item["metadata"]["name"]: item for item in body["items"]}
+    gadgets = stored.pop("gadgets.example.com")
+    assert gadgets["status"]["persistedStorageVersionHashes"] == [gadgets["status"]["currentStorageVersionHash"]], gadgets
+    assert records_.MEASURED_AT_ANNOTATION not in (gadgets["metadata"].get("annotations") or {}), gadgets["metadata"]
+    assert len(stored) >= 40 and "configmaps" in stored and "storagestates.migration.k8s.io" in stored, sorted(stored)
+    assert {name: (item["metadata"].get("annotations") or {}).get(records_.MEASURED_AT_ANNOTATION) for name, item in stored.items()} == {
+        name: records_.format_time(records_.parse_time(audit["measured_at"])) for name in stored}, \
+        "every other record is set from the audit"
+    assert json.loads(plane.etcd_value(plane.etcd_keys("/registry/example.com/gadgets/")[0]))["apiVersion"] == "example.com/v1"
 
 
 # --- 3. the in-tree backend, driven by a real kube-controller-manager ---------------------------------------------

@@ -84,7 +84,10 @@ class Run:
     status: Optional[StatusFile] = None
     stop: Optional[StopSignal] = None
     objects: Optional[plan.ObjectPlan] = None  # objects_from_audit: only these objects are rewritten
-    refreshed: Optional[dict] = None  # refresh_records: what was done to the records before selecting
+    refreshed: Optional[dict] = None  # refresh_records: what was done to the records (before selecting; with
+    # objects_from_audit after the rewrite)
+    refresh_from: Optional[List[str]] = None  # refresh_records with objects_from_audit: the records to set (None: all)
+    crd_installed: bool = False  # the StorageState CRD was installed by this task before the rewrite
     halted: Optional[str] = None  # a resource met what stops every resource (etcd's space alarm, rejected credentials)
 
 
@@ -545,7 +548,7 @@ def _prepare(mod, select: str, judge: Optional[Callable]) -> Run:
     run.cluster = mod.client()
     run.identity = mig.RunIdentity(run_id=uuid.uuid4().hex[:12], cluster=run.cluster.endpoint)
     requested = [GroupResource.parse(n).name for n in params["resources"]] or None
-    if run.objects is not None:
+    if run.objects is not None and not params.get("refresh_records"):
         requested = list(run.objects.objects)
         if not requested:
             return run  # nothing listed: no request at all
@@ -558,7 +561,27 @@ def _prepare(mod, select: str, judge: Optional[Callable]) -> Run:
     if params.get("refresh_records") and run.objects is None:
         run.refreshed, run.observation = storage_state_io.refresh_before_use(mod, run.observation, requested,
                                                                              reobserve=observe_now)
+    elif params.get("refresh_records"):
+        # The records are set from the audit after the rewrite (those it marks [current] left to it); the CRD is
+        # installed first, so the apiserver's wait before a new CRD's first writes passes during the rewrite.
+        run.refresh_from = requested
+        run.crd_installed, run.observation = storage_state_io.install_before_refresh(mod, run.observation, observe_now)
     return run
+
+
+def _refresh_from_audit(run: Run, marked) -> None:
+    """``refresh_records`` with ``objects_from_audit``: every record the task did not mark [current] is set from the
+    audit's measurement, as storage_state's ``audit`` option sets it (a failed or unsettled resource included)."""
+    if not run.params.get("refresh_records") or run.objects is None:
+        return
+    run.refreshed, run.observation = storage_state_io.refresh_before_use(
+        run.mod, run.observation, run.refresh_from, reobserve=lambda: run.observation,
+        audit=run.params["objects_from_audit"], skip=marked, installed_earlier=run.crd_installed)
+
+
+def _marked(entries: List[dict]) -> set:
+    """The resources whose record this task set to [current]."""
+    return {e["resource"] for e in entries if e.get("record") and not str(e["record"]).startswith("skipped")}
 
 
 def _choose(run: Run) -> plan.BackendChoice:
@@ -606,29 +629,40 @@ def run(mod, judge: Optional[Callable] = None) -> dict:
 def _run(mod, select: str, judge: Optional[Callable]) -> dict:
     run_ = _prepare(mod, select, judge)
     if run_.objects is not None and not run_.objects.objects:
-        return {"changed": False, "migrations": [], "skipped_resources": run_.objects.skipped, "summary": [],
-                "stale_records": [], "msg": "Nothing to migrate: the audit lists no object stored in a version its "
-                                            "target cannot decode."}
+        _refresh_from_audit(run_, marked=set())
+        return _with_refresh(run_, {
+            "changed": False, "migrations": [], "skipped_resources": run_.objects.skipped, "summary": [],
+            "stale_records": [], "msg": "Nothing to migrate: the audit lists no object stored in a version its target "
+                                        "cannot decode."})
     selection, agreement = _select(run_)
     skipped = (run_.objects.skipped if run_.objects else []) + selection.skipped
-    result = {"changed": bool(run_.refreshed and run_.refreshed["changed"]), "migrations": [], "skipped_resources": skipped,
+    result = {"changed": False, "migrations": [], "skipped_resources": skipped,
               "summary": [], "stale_records": [s["resource"] for s in selection.skipped if s["reason"] == plan.STALE_REASON]}
-    if run_.refreshed is not None:
-        result["records_refreshed"] = run_.refreshed
     if not selection.selected:
+        _refresh_from_audit(run_, marked=set())
         result["msg"] = "Nothing to migrate."
         result["summary"] = summary_table([], selection.skipped)
-        return result
+        return _with_refresh(run_, result)
     _require_agreement(selection.selected, _served_everywhere(run_, selection.selected), run_.current)
     choice = _choose(run_)
     result["backend"] = {"backend": choice.backend, "api_version": choice.api_version, "reason": choice.reason}
-    result["changed"] = True
     if mod.check_mode:
-        return _would_migrate(run_, selection, choice, result)
+        # What would be marked [current] is the migration's record, not the audit's.
+        _refresh_from_audit(run_, marked=set(selection.selected) if run_.params["update_records"] else set())
+        return _would_migrate(run_, selection, choice, _with_refresh(run_, result))
     with ThreadPoolExecutor(max_workers=run_.params["parallel_resources"]) as pool:
         futures = [pool.submit(migrate_resource, run_, n, plan.backend_for(choice, n)) for n in selection.selected]
         entries = [f.result() for f in futures]
-    return _migrated(run_, (selection, choice, entries), result)
+    _refresh_from_audit(run_, marked=_marked(entries))
+    return _migrated(run_, (selection, choice, entries), _with_refresh(run_, result))
+
+
+def _with_refresh(run_: Run, result: dict) -> dict:
+    """``result`` with what ``refresh_records`` did to the records, and changed when it wrote any."""
+    if run_.refreshed is not None:
+        result["records_refreshed"] = run_.refreshed
+        result["changed"] = result["changed"] or bool(run_.refreshed["changed"])
+    return result
 
 
 def _would_migrate(run_, selection, choice, result: dict) -> dict:
@@ -638,6 +672,7 @@ def _would_migrate(run_, selection, choice, result: dict) -> dict:
                              "status": WOULD_MIGRATE, "storage_hash": run_.current[n],
                              **({"objects_from_audit": len(run_.objects.objects[n])} if run_.objects else {})}
                             for n in selection.selected]
+    result["changed"] = True
     result["msg"] = f"Would migrate {', '.join(selection.selected)} with the {choice.backend} backend."
     result["summary"] = summary_table(result["migrations"], selection.skipped)
     return result

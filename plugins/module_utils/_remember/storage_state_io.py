@@ -288,6 +288,8 @@ class Refresh:
     heartbeat_interval: int = 600
     check_mode: bool = False
     measurement: Optional[records.Measurement] = None
+    skip: frozenset = frozenset()  # records the caller writes itself (a migration marks what it migrated)
+    installed_earlier: bool = False  # the caller installed the CRD and observed again after it, in this task
 
 
 def refresh(cluster_client, observation, request: Refresh, reobserve: Callable[[], object], warn: Callable[[str], None]):
@@ -305,8 +307,10 @@ def refresh(cluster_client, observation, request: Refresh, reobserve: Callable[[
     installed = ensure_crd(cluster_client, request.install_crd, request.check_mode)
     if installed and not request.check_mode:
         observation = reobserve()
+    installed = installed or request.installed_earlier
     existing = {} if (installed and request.check_mode) else read_records(cluster_client)
-    observed = observed_hashes(observation, request.resources)
+    observed = {name: hashes for name, hashes in observed_hashes(observation, request.resources).items()
+                if name not in request.skip}
     for name in request.resources or []:
         if name not in observed:
             warn(f"no reachable apiserver reports a storage hash for {name}; its record is left as it is")
@@ -331,12 +335,31 @@ def unreachable_endpoints(observation) -> list:
     return [ep.endpoint for ep in observation.endpoints if not ep.reachable]
 
 
-def refresh_before_use(module, observation, resources, reobserve: Callable[[], object], audit: Optional[dict] = None):
+def refreshable(observation) -> bool:
+    """Whether ``refresh_before_use`` would write records from ``observation`` (every apiserver answered, fully)."""
+    return not unreachable_endpoints(observation) and not observation.not_observed_message()
+
+
+def install_before_refresh(module, observation, reobserve: Callable[[], object]):
+    """Install a missing StorageState CRD now, for records written later in the task (``refresh_before_use`` with
+    ``installed_earlier``): with the StorageVersionAPI gate, apiextensions-apiserver holds the writes to a new CRD's
+    objects until it has published that CRD's StorageVersion, about 2 s from its creation, and work done meanwhile
+    hides that wait. Only when the records will be written (not in check mode, every apiserver observed). Returns
+    (installed, the observation to go on with: ``reobserve()`` when installed, so the CRD's own record is written)."""
+    if module.check_mode or not refreshable(observation):
+        return False, observation
+    installed = ensure_crd(module.client(), install=True, check_mode=False)
+    return installed, (reobserve() if installed else observation)
+
+
+def refresh_before_use(module, observation, resources, reobserve: Callable[[], object], audit: Optional[dict] = None,  # noqa: PLR0913
+                       *, skip=(), installed_earlier: bool = False):
     """The ``refresh_records`` option of the check and the migration: ``refresh`` with storage_state's defaults (with
     ``audit``, from its measurement, as storage_state's ``audit`` option), then the records read again into
     ``observation`` for the task to go on with. Nothing is recorded unless every apiserver answered: a record set from
     part of the control plane would miss what the others write (the task fails or blocks on the unreachable ones).
-    Returns (what was done, or None; the observation)."""
+    ``skip`` names records the caller wrote itself; ``installed_earlier`` says it installed the CRD
+    (``install_before_refresh``). Returns (what was done, or None; the observation)."""
     unreachable = unreachable_endpoints(observation)
     if unreachable:
         if len(unreachable) < len(observation.endpoints):
@@ -349,7 +372,8 @@ def refresh_before_use(module, observation, resources, reobserve: Callable[[], o
         module.warn(f"no StorageState record was refreshed: {not_observed}")
         return None, observation
     measured = records.measurement_from_audit(audit) if audit is not None else None
-    request = Refresh(resources, check_mode=module.check_mode, measurement=measured)
+    request = Refresh(resources, check_mode=module.check_mode, measurement=measured, skip=frozenset(skip),
+                      installed_earlier=installed_earlier)
     refreshed, observation = refresh(module.client(), observation, request, reobserve=reobserve, warn=module.warn)
     refreshed.pop("diff")
     if refreshed["changed"] and not module.check_mode:

@@ -45,3 +45,29 @@ def test_check_mode_names_the_resource_and_how_many_objects(run_module, fake_clu
     assert [(m["resource"], m["objects_from_audit"], m["status"]) for m in result["migrations"]] == [
         ("deployments.apps", 2, "would_migrate")]
     assert fake_cluster.writes() == []
+
+
+def test_refresh_records_sets_every_record_but_the_rewritten_ones_from_the_audit(run_module, fake_cluster):
+    """The migrate role's rewrite sets the records too: those it rewrites are the migration's ([current] once done),
+    every other one is the audit's (what storage_state with audit would write), here planned in check mode."""
+    listed = audit(["a/web", "b/api"])
+    failed, result = run_module(module, {**BASE_ARGS, "objects_from_audit": listed, "refresh_records": True},
+                                check_mode=True)
+    assert not failed, result["msg"]
+    assert [(m["resource"], m["status"]) for m in result["migrations"]] == [("deployments.apps", "would_migrate")]
+    planned = {r["name"]: r for r in result["records_refreshed"]["records"]}
+    assert "deployments.apps" not in planned and planned, "the rewrite's record, not the audit's"
+    assert {r["after"].get("measured_at") for r in planned.values()} == {listed["measured_at"]}
+    assert fake_cluster.writes() == []
+
+
+def test_refresh_records_with_nothing_listed_still_sets_the_records_from_the_audit(run_module, fake_cluster):
+    """A second run finds nothing to rewrite, and its audit is still the measurement the records are set from."""
+    listed = audit([])
+    failed, result = run_module(module, {**BASE_ARGS, "objects_from_audit": listed, "refresh_records": True},
+                                check_mode=True)
+    assert not failed and "Nothing to migrate" in result["msg"] and result["migrations"] == []
+    planned = {r["name"]: r for r in result["records_refreshed"]["records"]}
+    assert planned["deployments.apps"]["after"]["measured_at"] == listed["measured_at"]
+    assert planned["deployments.apps"]["action"] == "created" and result["changed"] is True
+    assert fake_cluster.writes() == []
