@@ -474,6 +474,17 @@ records_refreshed:
   type: dict
   sample: {"changed": true, "records": [{"name": "secrets", "action": "created"}], "crd_installed": false,
            "unreachable_endpoints": [], "msg": "create 1, update 0 StorageState record(s); 60 unchanged"}
+records_not_current:
+  description:
+    - With O(refresh_records=true) and O(objects_from_audit) (not in check mode), what a migration with
+      O(select=from_records) would still migrate once this task has set the records - each resource whose record does
+      not say exactly C([current]) (a value the audit could not read, a resource it did not measure) and each CRD
+      whose C(status.storedVersions) still lists more than its storage version. Empty when nothing is left for it;
+      the migrate role then skips that migration.
+  returned: when O(refresh_records=true) and O(objects_from_audit) are given, not in check mode, and the records were refreshed
+  type: list
+  elements: str
+  sample: []
 stale_records:
   description: Resources skipped because no apiserver serves them (StorageState records left from an earlier release).
   returned: always

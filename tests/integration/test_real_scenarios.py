@@ -335,6 +335,8 @@ def test_migrate_yml_with_etcd_settings_rewrites_only_the_objects_stored_in_an_o
     record = records(plane)["gadgets.example.com"]
     assert record["persistedStorageVersionHashes"] == [record["currentStorageVersionHash"]], record
     assert "Objects stored in another version than the current one (the audit):" in result.stdout, explain(result)
+    # the rewrite set every record and left nothing to the migration from the records, which did not run
+    assert "none: after the rewrite every record says [current]" in result.stdout, explain(result)
 
 
 def test_the_object_rewrite_installs_the_records_crd_first_and_sets_every_other_record_from_its_audit(
@@ -342,7 +344,8 @@ def test_the_object_rewrite_installs_the_records_crd_first_and_sets_every_other_
     """The migrate role's rewrite (storage_migration with objects_from_audit and refresh_records) on a cluster without
     the StorageState CRD: it installs the CRD before the rewrite, rewrites the gadget the audit names, marks the
     gadgets' record [current] (no measurement annotation: the migration's), and sets every other record from the
-    audit (its measured-at) - the records one task of the role used to set before migrating."""
+    audit (its measured-at) - the records one task of the role used to set before migrating. Its CRD's storedVersions,
+    left unpruned here, is what it says is left for a migration from the records."""
     plane = real_plane_factory(["1.32", "1.32"])
     gadgets_stored_as(plane, "v1alpha1")
     create(plane, "/apis/example.com/v1alpha1/namespaces/app/gadgets",
@@ -363,6 +366,7 @@ def test_the_object_rewrite_installs_the_records_crd_first_and_sets_every_other_
                      "readable_versions": "{{ gate.storage_versions }}", "names_limit": -1}, "register": "audit"},
                  {"name": "rewrite", "kubeupgrade.storage.storage_migration": {
                      "objects_from_audit": "{{ audit }}", "refresh_records": True, "timeout": 120,
+                     "prune_crd_stored_versions": False,
                      "checkpoint_dir": str(tmp_path / "checkpoints")}, "register": "rewrite"},
                  {"name": "save", "ansible.builtin.copy": {"content": "{{ {'audit': audit, 'rewrite': rewrite} | to_json }}",
                                                           "dest": str(saved), "mode": "0600"}}]}]
@@ -377,6 +381,9 @@ def test_the_object_rewrite_installs_the_records_crd_first_and_sets_every_other_
     refreshed = rewrite["records_refreshed"]
     assert refreshed["crd_installed"] is True, refreshed
     assert "gadgets.example.com" not in {r["name"] for r in refreshed["records"]}, "the migration's record, not the audit's"
+    crd = plane.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/gadgets.example.com")
+    assert crd["status"]["storedVersions"] == ["v1alpha1", "v1"], crd["status"]
+    assert rewrite["records_not_current"] == ["gadgets.example.com"], "its storedVersions is left to the records path"
     status, body = plane.request("GET", "/apis/migration.k8s.io/v1alpha1/storagestates")
     assert status == 200, body
     stored = {item["metadata"]["name"]: item for item in body["items"]}

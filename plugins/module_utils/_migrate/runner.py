@@ -23,7 +23,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Sequence
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, PollTimeout, poll_until
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import bookkeeping, plan
@@ -654,15 +654,38 @@ def _run(mod, select: str, judge: Optional[Callable]) -> dict:
         futures = [pool.submit(migrate_resource, run_, n, plan.backend_for(choice, n)) for n in selection.selected]
         entries = [f.result() for f in futures]
     _refresh_from_audit(run_, marked=_marked(entries))
-    return _migrated(run_, (selection, choice, entries), _with_refresh(run_, result))
+    return _migrated(run_, (selection, choice, entries), _with_refresh(run_, result, entries))
 
 
-def _with_refresh(run_: Run, result: dict) -> dict:
-    """``result`` with what ``refresh_records`` did to the records, and changed when it wrote any."""
+def _with_refresh(run_: Run, result: dict, entries: Sequence[dict] = ()) -> dict:
+    """``result`` with what ``refresh_records`` did to the records, and changed when it wrote any; with
+    ``objects_from_audit``, also what it leaves for a migration from the records."""
     if run_.refreshed is not None:
         result["records_refreshed"] = run_.refreshed
         result["changed"] = result["changed"] or bool(run_.refreshed["changed"])
+        if run_.objects is not None and not run_.mod.check_mode:
+            result["records_not_current"] = _left_for_records(run_, entries)
     return result
+
+
+def _left_for_records(run_: Run, entries: Sequence[dict]) -> List[str]:
+    """What ``select: from_records`` would still migrate once this task has set the records from the audit: a record
+    not exactly [current], a CRD with more than one storedVersions. A resource this task marked [current] is done
+    unless its CRD keeps a storedVersions it did not prune. A play skips that migration when nothing is left."""
+    observation = run_.observation
+    done = {e["resource"] for e in entries if e["resource"] in _marked(entries)
+            and (e.get("stored_versions_pruned_by") or not plan.crd_needs_pruning(observation.crds.get(e["resource"])))}
+    given = plan.SelectionInput(mode=plan.FROM_RECORDS,
+                                records={n: r for n, r in observation.storage_states.items() if n not in done},
+                                crds={n: c for n, c in observation.crds.items() if n not in done},
+                                served=_served(observation))
+    names = sorted(set(given.records) | set(given.crds))
+    agreement = compare(observation.endpoints, names or None, require_ready=True,
+                        ignore=observation.aggregated_group_versions())
+    for name in names:
+        values = set((agreement.hashes.get(name) or {}).values())
+        given.current_hashes[name] = values.pop() if len(values) == 1 else None
+    return plan.select_resources(given).selected
 
 
 def _would_migrate(run_, selection, choice, result: dict) -> dict:

@@ -58,6 +58,7 @@ def test_refresh_records_sets_every_record_but_the_rewritten_ones_from_the_audit
     planned = {r["name"]: r for r in result["records_refreshed"]["records"]}
     assert "deployments.apps" not in planned and planned, "the rewrite's record, not the audit's"
     assert {r["after"].get("measured_at") for r in planned.values()} == {listed["measured_at"]}
+    assert "records_not_current" not in result, "check mode writes no record, so it cannot say what is left"
     assert fake_cluster.writes() == []
 
 
