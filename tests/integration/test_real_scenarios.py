@@ -368,8 +368,8 @@ def test_the_object_rewrite_installs_the_records_crd_first_and_sets_every_other_
                      "objects_from_audit": "{{ audit }}", "refresh_records": True, "timeout": 120,
                      "prune_crd_stored_versions": False,
                      "checkpoint_dir": str(tmp_path / "checkpoints")}, "register": "rewrite"},
-                 {"name": "save", "ansible.builtin.copy": {"content": "{{ {'audit': audit, 'rewrite': rewrite} | to_json }}",
-                                                          "dest": str(saved), "mode": "0600"}}]}]
+                 {"name": "save", "ansible.builtin.copy": {
+                     "content": "{{ {'audit': audit, 'rewrite': rewrite} | to_json }}", "dest": str(saved), "mode": "0600"}}]}]
     playbook = tmp_path / "rewrite.yml"
     playbook.write_text(yaml.safe_dump(play, sort_keys=False), encoding="utf-8")
     result = ansible_playbook(playbook, timeout=300)
