@@ -185,11 +185,18 @@ def _select(run: Run):
     names = first.selected + [s["resource"] for s in first.skipped]
     agreement = compare(run.observation.endpoints, names or None, require_ready=True,
                         ignore=run.observation.aggregated_group_versions())
-    for name in names:
-        values = set((agreement.hashes.get(name) or {}).values())
-        run.current[name] = values.pop() if len(values) == 1 else None
+    run.current.update(_agreed_hashes(agreement, names))
     given.current_hashes = run.current
     return plan.select_resources(given), agreement
+
+
+def _agreed_hashes(agreement, names: List[str]) -> Dict[str, Optional[str]]:
+    """Each name's storage hash where every apiserver reports the same one, else None."""
+    current = {}
+    for name in names:
+        values = set((agreement.hashes.get(name) or {}).values())
+        current[name] = values.pop() if len(values) == 1 else None
+    return current
 
 
 def _require_agreement(selected: List[str], observation, current) -> None:
@@ -673,7 +680,8 @@ def _left_for_records(run_: Run, entries: Sequence[dict]) -> List[str]:
     not exactly [current], a CRD with more than one storedVersions. A resource this task marked [current] is done
     unless its CRD keeps a storedVersions it did not prune. A play skips that migration when nothing is left."""
     observation = run_.observation
-    done = {e["resource"] for e in entries if e["resource"] in _marked(entries)
+    marked = _marked(entries)
+    done = {e["resource"] for e in entries if e["resource"] in marked
             and (e.get("stored_versions_pruned_by") or not plan.crd_needs_pruning(observation.crds.get(e["resource"])))}
     given = plan.SelectionInput(mode=plan.FROM_RECORDS,
                                 records={n: r for n, r in observation.storage_states.items() if n not in done},
@@ -682,9 +690,7 @@ def _left_for_records(run_: Run, entries: Sequence[dict]) -> List[str]:
     names = sorted(set(given.records) | set(given.crds))
     agreement = compare(observation.endpoints, names or None, require_ready=True,
                         ignore=observation.aggregated_group_versions())
-    for name in names:
-        values = set((agreement.hashes.get(name) or {}).values())
-        given.current_hashes[name] = values.pop() if len(values) == 1 else None
+    given.current_hashes = _agreed_hashes(agreement, names)
     return plan.select_resources(given).selected
 
 
