@@ -117,6 +117,26 @@ collection's ensure_crd, then a LIST and a POST of a StorageState: the POST took
 s when the LIST came 3 s later, 0.12 s when the POST came 3 s after the LIST), so only work between the CRD's install
 and the first record write could hide it, and a module must not write before its input is validated.
 
+Runs 9-11 (2026-12-04 afternoon, a slower machine: AMD EPYC at 2 GHz, where kube-apiserver spent 3.7x the CPU seconds
+of the machine above for the same a-audit work; compare within a run, not with the rows above; ``--objects 50000``,
+53,333 keys, 2,501 old, every row verified):
+
+                                          s      x d    etcd writes / old  API writes  requests  peak MiB  apiserver CPU s
+  run 10 a-playbook  migrate.yml        25.7    4.11    1.07 (2,674)          2,673       2,736      174       12.5
+  (4386269)  d-intree-changed (fastest) 105.6   1.00    1.03 (2,587)          3,076       3,227      286       25.0
+  run 11 a-playbook  migrate.yml        34.9    3.03    1.07 (2,685)          2,682       2,763      175       15.6
+  (18db537, right after run 10; x d against run 10's d)
+  run 9  a-playbook  migrate.yml        40.7    2.62    1.08                                          174       20.0
+  (374b2a9, load 3.0 at the start)  a-audit 17.8 (6.00x), d-intree-changed 106.7
+
+Run 10 against run 11, minutes apart: the object rewrite sets every other record from the audit (``refresh_records``
+with ``objects_from_audit``) and installs the StorageState CRD before it, so the records task before the rewrite
+(4.84 s in run 11) is gone and the StorageVersion hold passes during the rewrite (14.30 -> 13.04 s); the migration
+from the records is skipped when the rewrite's ``records_not_current`` is empty (2.15 s in run 11). Agreement
+1.64/1.61, audit 2.84/2.63, verification audit 2.23/1.93, check 2.60/2.24 (run 11/run 10). The writes are unchanged:
+the old objects once each and the 71 records. d, paced by its controller, loses little on a slower machine; each
+CPU-bound step of the collection loses more, so the ratio to d is lower here than in runs 5-8.
+
 At 50,000 objects the peers that rewrite every object (b, c) take 2.2x and 1.7x their time at 20,000; d and the
 collection write the same 2,501 old objects as at 20,000. What grew in a-playbook was its two audits: 3.36 s and 3.18
 s in run 5, the default throttle (20 pages of 1,000 keys a second) holding 53,333 keys to 2.7 s each. With the burst
