@@ -53,8 +53,8 @@ run_pytest() {
 }
 
 step_pytest() {
-    # worksteal: an idle worker takes queued tests from a busy one (the scenario tests are long and
-    # start first, see tests/conftest.py), so that the run does not end on one worker.
+    # worksteal: an idle worker takes queued tests from a busy one, so that the run does not end on one worker;
+    # the tests are dealt out to the workers in turn, the longest scenario tests first (see tests/conftest.py).
     run_pytest pytest python -m pytest tests -q -n "${KUBEUPGRADE_TEST_WORKERS:-$(($(nproc) + 1))}" --dist worksteal \
         --durations=10 "$@"
 }

@@ -11,16 +11,45 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "sim
 from apisim.harness import ControlPlane
 
 
-def _start_order(item) -> int:
-    """Scenario tests (marked slow) run several playbooks: minutes; other playbook tests 5-60 s; the rest seconds."""
-    if item.get_closest_marker("slow"):
-        return 0
-    return 1 if "ansible_playbook" in getattr(item, "fixturenames", ()) else 2
+def _start_order(item) -> tuple:
+    """Scenario tests (marked slow) run several playbooks: minutes, the longest (``slow(minutes=N)``, as measured on
+    2 loaded cores) first; other playbook tests 5-60 s; the rest seconds."""
+    slow = item.get_closest_marker("slow")
+    if slow:
+        return 0, -slow.kwargs.get("minutes", 0)
+    return (1 if "ansible_playbook" in getattr(item, "fixturenames", ()) else 2), 0
 
 
 def pytest_collection_modifyitems(config, items):
-    """Start the longest tests first, so that parallel workers (pytest -n) do not end on them one by one."""
+    """Start the longest tests first (with pytest -n, dealt out to the workers in turn: see below)."""
     items.sort(key=_start_order)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    """pytest -n --dist worksteal, with the tests dealt out to the workers in turn instead of in one block each: the
+    sorted order above then starts the longest scenario tests at once on different workers (in one block they all
+    queued on the first worker, the two longest of 15 minutes or more one after the other), and idle workers still
+    take the ends of the others' queues."""
+    if config.getoption("dist", None) != "worksteal":
+        return None
+    from xdist.scheduler import WorkStealingScheduling
+
+    class DealtWorkStealing(WorkStealingScheduling):
+        def schedule(self):
+            if self.collection is not None or not self._check_nodes_have_same_collection():
+                return super().schedule()
+            self.collection = next(iter(self.node2collection.values()))
+            nodes = self.nodes
+            for offset, node in enumerate(nodes):
+                dealt = list(range(offset, len(self.collection), len(nodes)))
+                if dealt:
+                    self.node2pending[node].extend(dealt)
+                    node.send_runtest_some(dealt)
+            self.pending[:] = []
+            return None
+
+    return DealtWorkStealing(config, log)
 
 
 @pytest.fixture

@@ -77,6 +77,7 @@ def test_check_mode_changes_nothing(sim, ansible_playbook, tmp_path):
         "the dry run blocked where the real run passes"
 
 
+@pytest.mark.slow(minutes=4)
 def test_second_runs_change_nothing(sim, ansible_playbook, tmp_path):
     # upgrade.yml runs the pre-flight and the migration too: after it, every playbook's run is a second run.
     before = snapshot(sim)

@@ -205,6 +205,7 @@ def skew_problems(found) -> list:
     return problems
 
 
+@pytest.mark.slow(minutes=17)
 def test_a_failure_after_kubeadm_upgrade_apply_is_rolled_back_then_the_rerun_at_defaults_rolls_the_node(
         kubeadm_node, ansible_playbook, tmp_path):
     """One node for both (kubeadm's ports and paths are the machine's, so nodes cannot run side by side, and each

@@ -148,6 +148,7 @@ def test_rollback_rehearsal_with_128_after_132_wrote_names_each_object_and_that_
     assert nothing_left(tmp_path)
 
 
+@pytest.mark.slow(minutes=6)
 def test_upgrade_yml_gates_on_the_rehearsal_before_any_host_then_rolls_once_the_next_steps_are_followed(
         real_plane_factory, ansible_playbook, tmp_path):
     plane = real_plane_factory(["1.28", "1.28"], encryption=True)

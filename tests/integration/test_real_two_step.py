@@ -70,6 +70,7 @@ def _step1(ansible_playbook, plane, tmp_path):
         hashing.storage_version_hash("storage.k8s.io", "v1", "VolumeAttributesClass")}
 
 
+@pytest.mark.slow(minutes=16)
 def test_the_two_step_upgrade_binaries_at_the_current_release_then_the_emulation_every_object_read(
         real_plane_factory, ansible_playbook, tmp_path):
     plane = _plane(real_plane_factory)
@@ -98,6 +99,7 @@ def test_the_two_step_upgrade_binaries_at_the_current_release_then_the_emulation
     assert seeded_objects_read(plane) == {0: [], 1: []}
 
 
+@pytest.mark.slow(minutes=4)
 def test_after_step_one_the_binary_rollback_with_the_same_playbook_every_host_back_every_object_read(
         real_plane_factory, ansible_playbook, tmp_path):
     plane = _plane(real_plane_factory)

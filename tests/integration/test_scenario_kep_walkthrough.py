@@ -36,6 +36,7 @@ from test_playbooks_helpers import (
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.slow(minutes=6)
 def test_kep_ha_walkthrough(sim, ansible_playbook, tmp_path):
     # Minute 0: every apiserver on 1.32; the records are established and Unknown is resolved.
     result = run(ansible_playbook, "migrate.yml", sim, tmp_path)
