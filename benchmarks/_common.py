@@ -65,8 +65,10 @@ def run_child(script, argv, env=None, what=None, timeout=None):
 
 
 def ansible_env():
-    """ansible-playbook's environment: the collection of this checkout, this interpreter for the modules, no colour."""
-    return dict(os.environ, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), ANSIBLE_NOCOLOR="1",
+    """ansible-playbook's environment: the collection of this checkout, this interpreter for the modules, no colour;
+    bytecode may be written, as on an operator's host (the modules keep their compiled code: module_utils/_bytecode.py)."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
+    return dict(env, ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "collections"), ANSIBLE_NOCOLOR="1",
                 ANSIBLE_FORCE_COLOR="0", ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_LOCALHOST_WARNING="0",
                 ANSIBLE_PYTHON_INTERPRETER=sys.executable,
                 PATH=os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")]))

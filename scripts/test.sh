@@ -21,6 +21,9 @@ export ANSIBLE_NOCOLOR=1 PY_COLORS=0
 # The playbook tests run modules on the local connection: pipelining saves the temporary files and
 # shell calls of every task.
 export ANSIBLE_PIPELINING=1
+# The modules keep their compiled module_utils between tasks (module_utils/_bytecode.py), as on an operator's host: a
+# PYTHONDONTWRITEBYTECODE inherited from the machine would have every task of every test compile them again.
+unset PYTHONDONTWRITEBYTECODE
 PYVER=$(python -c 'import sys; print("%d.%d" % sys.version_info[:2])')
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/kubeupgrade-storage-test.XXXXXX")
 trap 'rm -rf "$WORK"' EXIT

@@ -516,6 +516,8 @@ backend:
 
 import functools
 
+# module_utils/_bytecode.py first: it keeps the collection's module_utils imported below compiled between tasks
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import _bytecode  # pylint: disable=unused-import  # noqa: F401
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._migrate import plan, runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import migrator
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule

@@ -416,6 +416,8 @@ report_markdown:
   type: str
 """
 
+# module_utils/_bytecode.py first: it keeps the collection's module_utils imported below compiled between tasks
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import _bytecode  # pylint: disable=unused-import  # noqa: F401
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rehearse import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.connection_args import etcd_argument_spec
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule

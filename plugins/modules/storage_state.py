@@ -178,6 +178,8 @@ diff:
   sample: {"before": {"deployments.apps": null}, "after": {"deployments.apps": {"status": {}}}}
 """
 
+# module_utils/_bytecode.py first: it keeps the collection's module_utils imported below compiled between tasks
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import _bytecode  # pylint: disable=unused-import  # noqa: F401
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._remember import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 

@@ -143,6 +143,8 @@ endpoints:
             "git_version": "v1.33.2", "ready": true, "failed_groups": []}]
 """
 
+# module_utils/_bytecode.py first: it keeps the collection's module_utils imported below compiled between tasks
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import _bytecode  # pylint: disable=unused-import  # noqa: F401
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import agreement_runner as runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 

@@ -646,6 +646,8 @@ roll:
            "msg": "https://10.0.0.12:6443 (release 1.32, ready) is next: every host before it runs 1.33."}
 """
 
+# module_utils/_bytecode.py first: it keeps the collection's module_utils imported below compiled between tasks
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import _bytecode  # pylint: disable=unused-import  # noqa: F401
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._judge import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 

@@ -139,6 +139,8 @@ candidates:
   sample: [v1beta1, v1beta2, v1beta3, v1]
 """
 
+# module_utils/_bytecode.py first: it keeps the collection's module_utils imported below compiled between tasks
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import _bytecode  # pylint: disable=unused-import  # noqa: F401
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._hash import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 

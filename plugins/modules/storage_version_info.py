@@ -241,6 +241,8 @@ identity_leases:
             "renew_time": "2026-11-21T14:19:31.852662Z"}]
 """
 
+# module_utils/_bytecode.py first: it keeps the collection's module_utils imported below compiled between tasks
+from ansible_collections.kubeupgrade.storage.plugins.module_utils import _bytecode  # pylint: disable=unused-import  # noqa: F401
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe import runner
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.module import KubeUpgradeModule
 

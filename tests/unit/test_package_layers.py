@@ -13,8 +13,9 @@ ROOT = Path(__file__).resolve().parents[2] / "plugins" / "module_utils"
 PREFIX = "ansible_collections.kubeupgrade.storage.plugins.module_utils"
 
 ORDER = (
-    # shared files that import nothing of the collection, then the option checks on errors
-    "errors", "_release_data", "hashing", "connection_args", "_validate",
+    # the bytecode cache every module imports first, then shared files that import nothing of the collection, then
+    # the option checks on errors
+    "_bytecode", "errors", "_release_data", "hashing", "connection_args", "_validate",
     # the I/O layers: the API layer, then the etcd layer (which waits with the API layer's one wait loop)
     "_http", "_etcd",
     # the audit's registered result as the capabilities that take one read it (over the etcd layer's key layout)

@@ -15,13 +15,6 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._observe.targe
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.profiles import load_profiles
 
-try:
-    import yaml
-
-    HAS_YAML = True
-except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
-    HAS_YAML = False
-
 
 @dataclass
 class AuditRequest:
@@ -69,8 +62,10 @@ def _readable_versions(given) -> Dict[str, Set[str]]:
 def _encryption_keys(path: Optional[str]) -> Optional[envelope.EncryptionKeys]:
     if not check_readable_file("encryption_config", path):
         return None
-    if not HAS_YAML:
-        raise ConfigurationError("the Python package PyYAML is required to read encryption_config")
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel  # here: only an encryption_config is YAML
+    except ImportError:  # pragma: no cover - PyYAML comes with ansible-core
+        raise ConfigurationError("the Python package PyYAML is required to read encryption_config") from None
     try:
         with open(path, encoding="utf-8") as handle:
             document = yaml.safe_load(handle)

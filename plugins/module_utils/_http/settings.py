@@ -43,13 +43,6 @@ def _kubernetes():
     return Configuration, ConfigException, kube_config, load_incluster_config
 
 
-try:
-    import yaml
-
-    HAS_YAML = True
-except ImportError:
-    HAS_YAML = False
-
 USER_AGENT = "kubeupgrade.storage"
 DEFAULT_KUBECONFIG = "~/.kube/config"
 DEFAULT_TIMEOUT = 30.0
@@ -272,7 +265,9 @@ def _read_kubeconfig_file(path: str) -> dict:
         raise ConfigurationError(f"kubeconfig {path} cannot be read: {exc.strerror or exc}.") from None
     except UnicodeDecodeError:
         raise ConfigurationError(f"kubeconfig {path} is not a text file (not UTF-8); point 'kubeconfig' at a kubeconfig YAML file.") from None
-    if not HAS_YAML:
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel  # here: a module that reads no kubeconfig never pays its import
+    except ImportError:
         return {}
     try:
         doc = yaml.safe_load(text)
