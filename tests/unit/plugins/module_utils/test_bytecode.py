@@ -33,6 +33,7 @@ try:
 except ValueError:
     shown = traceback.format_exc()
 print(json.dumps({"value": sample.VALUE, "inner": inner.NAME, "file": sample.__file__, "traceback": shown,
+                  "code_file": sample.boom.__code__.co_filename,
                   "cached": type(sample.__spec__.loader).__name__ == "_CachedLoader"}))
 """
 
@@ -93,8 +94,9 @@ def test_a_second_run_reads_the_kept_code_and_shows_its_source_in_tracebacks(tmp
     forge(tmp_path / "cache", BASE + "/sample.py", SAMPLE.format(value=1), SAMPLE.format(value=7))
     found = run(zip_path, tmp_path / "cache")
     assert found["value"] == 7  # the entry was read, not compiled again
+    assert found["code_file"] == found["file"]  # the payload's path, as zipimport names it
+    assert f'File "{found["file"]}", line 5, in boom' in found["traceback"]
     assert 'raise ValueError("from the sample")' in found["traceback"]
-    assert BASE + "/sample.py" in found["traceback"]
 
 
 def test_a_changed_source_gets_its_own_entry(tmp_path):
@@ -104,7 +106,8 @@ def test_a_changed_source_gets_its_own_entry(tmp_path):
     assert len(entries(tmp_path / "cache")) == 4
 
 
-@pytest.mark.parametrize("damage", ["writable by others", "wrong digest", "truncated", "a symlink"])
+@pytest.mark.parametrize("damage", ["writable by others", "wrong digest", "truncated", "a symlink", "not code",
+                                    "another user's"])
 def test_an_entry_it_cannot_trust_is_compiled_again_and_replaced(tmp_path, damage):
     zip_path = payload(tmp_path)
     run(zip_path, tmp_path / "cache")
@@ -115,6 +118,12 @@ def test_an_entry_it_cannot_trust_is_compiled_again_and_replaced(tmp_path, damag
         entry.write_bytes(b"\0" * 32 + entry.read_bytes()[32:])
     elif damage == "truncated":
         entry.write_bytes(entry.read_bytes()[:40])
+    elif damage == "not code":
+        entry.write_bytes(entry.read_bytes()[:32] + marshal.dumps(SAMPLE.format(value=7)))
+    elif damage == "another user's":
+        if os.geteuid() != 0:
+            pytest.skip("only root can give a file to another user")
+        os.chown(entry, 65534, 65534)
     else:
         elsewhere = tmp_path / "elsewhere"
         elsewhere.write_bytes(entry.read_bytes())
@@ -122,6 +131,7 @@ def test_an_entry_it_cannot_trust_is_compiled_again_and_replaced(tmp_path, damag
         entry.symlink_to(elsewhere)
     assert run(zip_path, tmp_path / "cache")["value"] == 1
     assert not entry.is_symlink() and entry.stat().st_mode & 0o777 == 0o600  # the run wrote its own in its place
+    assert entry.stat().st_uid == os.geteuid()
     assert run(zip_path, tmp_path / "cache")["value"] == 1
 
 
@@ -151,17 +161,64 @@ def test_a_cache_home_it_cannot_make_a_directory_in_only_costs_the_compile(tmp_p
     assert found["value"] == 1 and not found["cached"]
 
 
-def test_entries_older_than_thirty_days_go_when_a_new_one_is_written(tmp_path):
+def test_entries_unread_for_thirty_days_go_when_a_new_one_is_written_and_those_read_stay(tmp_path):
     run(payload(tmp_path, value=1), tmp_path / "cache")
-    kept = entries(tmp_path / "cache")
     stale, _digest = entry_for(tmp_path / "cache", BASE + "/sample.py", SAMPLE.format(value=1))
+    used, _digest = entry_for(tmp_path / "cache", BASE + "/pkg/inner.py", 'NAME = "inner"\n')
     old = time.time() - _bytecode.KEEP_SECONDS - 60
-    os.utime(stale, (old, old))
-    run(payload(tmp_path, value=1), tmp_path / "cache")  # nothing new to write: nothing pruned
-    assert stale.exists()
-    run(payload(tmp_path, value=3), tmp_path / "cache")  # a new sample: written, and the old one pruned
+    for entry in (stale, used):
+        os.utime(entry, (old, old))
+    run(payload(tmp_path, value=3), tmp_path / "cache")  # a new sample written: the unread one pruned
     assert not stale.exists()
-    assert all(entry.exists() for entry in kept if entry != stale) and len(entries(tmp_path / "cache")) == 3
+    assert used.exists() and used.stat().st_mtime > time.time() - 600  # read by that run: dated again
+    assert len(entries(tmp_path / "cache")) == 3
+
+
+def test_a_directory_swapped_for_a_symlink_after_the_check_is_never_written_or_pruned(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    base = tmp_path / "cache"
+    cache = _bytecode.CodeCache.open(str(base))
+    assert cache is not None
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "important.conf").write_text("kept")
+    old = time.time() - _bytecode.KEEP_SECONDS - 60
+    os.utime(victim / "important.conf", (old, old))
+    checked = base / "kubeupgrade.storage" / "bytecode"
+    checked.rename(base / "kubeupgrade.storage" / "moved")
+    checked.symlink_to(victim)
+    try:
+        code = cache.code(b"VALUE = 1\n", "sample.py")
+    finally:
+        os.close(cache.fd)
+    assert sorted(p.name for p in victim.iterdir()) == ["important.conf"]
+    assert len(list((base / "kubeupgrade.storage" / "moved").iterdir())) == 1  # written where it was checked
+    namespace = {}
+    exec(code, namespace)  # pylint: disable=exec-used  # the test's own code
+    assert namespace["VALUE"] == 1
+
+
+def test_a_cache_home_of_another_user_is_not_used(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("only root can give a directory to another user")
+    home = tmp_path / "theirs"
+    home.mkdir()
+    os.chown(home, 65534, 65534)  # root running a module with another user's XDG_CACHE_HOME
+    found = run(payload(tmp_path), home)
+    assert found["value"] == 1 and not found["cached"]
+    assert list(home.iterdir()) == []
+
+
+def test_the_cache_home_is_absolute_or_none():
+    assert _bytecode.cache_base({"XDG_CACHE_HOME": "/var/cache/me"}) == "/var/cache/me"
+    relative = _bytecode.cache_base({"XDG_CACHE_HOME": "relative/cache"})
+    assert relative == os.path.join(os.path.expanduser("~"), ".cache") and os.path.isabs(relative)
+
+
+def test_without_an_absolute_home_nothing_is_kept(monkeypatch):
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)  # no HOME and no passwd entry: "~" stays "~"
+    assert _bytecode.cache_base({}) is None
+    assert _bytecode.CodeCache.open() is None
 
 
 def test_outside_a_payload_it_installs_nothing():
