@@ -129,6 +129,22 @@ of the machine above for the same a-audit work; compare within a run, not with t
   run 9  a-playbook  migrate.yml        40.7    2.62    1.08                                          174       20.0
   (374b2a9, load 3.0 at the start)  a-audit 17.8 (6.00x), d-intree-changed 106.7
 
+Runs 12-13 (2026-12-04 23:19 and 23:27, commit d39c0c8: the modules' bytecode cache; run 12 right after a full CI
+run, load 3.1 at its start; run 13 load 0.4 at the start; the machine slower again: kube-apiserver spent 21.2 s of CPU
+in a-playbook against 12.5 s in run 10 for the same writes):
+
+                                          s      x d    etcd writes / old  API writes  requests  peak MiB  apiserver CPU s
+  run 13 a-playbook  migrate.yml        40.2    2.91    1.07 (2,685)          2,682       2,755      172       21.2
+         a-audit                        18.9    6.19    1.01 (2,529)          2,529       2,580       71       18.7
+         d-intree-changed (fastest)    117.1    1.00    1.04 (2,595)          3,083       3,251      313       35.8
+  run 12 a-playbook  migrate.yml        38.7    2.81    1.07 (2,681)          2,679       2,754      174       20.3
+         a-audit 19.9 (5.45x), d-intree-changed 108.7
+
+In run 13 the object rewrite took 22.1 s of a-playbook's 40.2 (2,501 PUTs, kube-apiserver's CPU the limit on this
+machine), the two audits 4.1 and 2.7 s, the check 3.2 s, the agreement 2.8 s; the other 24 tasks 1.5 s together.
+The module task's fixed cost, cut by the bytecode cache (bench_module_cost), is no longer what this row waits on: the
+rewrite's throughput on a slow apiserver is.
+
 Run 10 against run 11, minutes apart: the object rewrite sets every other record from the audit (``refresh_records``
 with ``objects_from_audit``) and installs the StorageState CRD before it, so the records task before the rewrite
 (4.84 s in run 11) is gone and the StorageVersion hold passes during the rewrite (14.30 -> 13.04 s); the migration
