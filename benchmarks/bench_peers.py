@@ -141,7 +141,7 @@ in a-playbook against 12.5 s in run 10 for the same writes):
          a-audit 19.9 (5.45x), d-intree-changed 108.7
 
 In run 13 the object rewrite took 22.1 s of a-playbook's 40.2 (2,501 PUTs, kube-apiserver's CPU the limit on this
-machine), the two audits 4.1 and 2.7 s, the check 3.2 s, the agreement 2.8 s; the other 24 tasks 1.5 s together.
+machine), the two audits 4.1 and 2.7 s, the check 3.2 s, the agreement 2.8 s; the other 24 tasks 2.6 s together.
 The module task's fixed cost, cut by the bytecode cache (bench_module_cost), is no longer what this row waits on: the
 rewrite's throughput on a slow apiserver is.
 
