@@ -40,6 +40,17 @@ options:
     elements: str
     choices: [crds, storage_states, storage_versions, leases]
     default: [crds, storage_states, storage_versions, leases]
+  discovery:
+    description:
+      - Discover each apiserver's resources and their storage versions, and read the cluster-wide records of O(include).
+      - V(false) observes each apiserver's identity and readiness alone - C(/version), C(/readyz), C(/api) and C(/apis),
+        four requests an apiserver (discovery adds one per group/version, and the cluster-wide records). For a wait on
+        O(expect_ready) and O(expect_release) after a restart, which then asks little of an apiserver still starting,
+        and returns a few hundred bytes a poll.
+      - With V(false), O(resources) must be empty; RV(resources), each endpoint's C(resources) and the records are
+        empty, and RV(agreed) is V(false) (nothing was compared).
+    type: bool
+    default: true
   expect_ready:
     description:
       - Expect every endpoint to be ready (C(/readyz) answers 200); RV(as_expected) says whether it is.
@@ -86,7 +97,7 @@ EXAMPLES = r"""
 - name: Wait until the upgraded apiserver is ready and runs 1.33
   kubeupgrade.storage.storage_version_info:
     endpoints: [https://10.0.0.11:6443]
-    include: []
+    discovery: false  # its identity and readiness alone: four requests a poll
     expect_ready: true
     expect_release: "1.33"
   register: upgraded
@@ -177,7 +188,8 @@ resources:
       storage_versions: {"https://10.0.0.11:6443": "v1", "https://10.0.0.12:6443": "v1"}
       agreed: true
 agreed:
-  description: True when every endpoint is reachable and complete and reports the same hash for every resource.
+  description: True when every endpoint is reachable and complete and reports the same hash for every resource; false
+    with O(discovery=false), which compares nothing.
   returned: always
   type: bool
   sample: true
@@ -255,6 +267,7 @@ def argument_spec() -> dict:
         "expect_release": {"type": "str"},
         "expect_emulated_release": {"type": "str"},
         "two_step_to": {"type": "str"},
+        "discovery": {"type": "bool", "default": True},
     }
 
 

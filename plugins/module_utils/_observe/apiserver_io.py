@@ -116,18 +116,24 @@ def _readiness(client, tuning: Tuning) -> bool:
 
 @dataclass
 class _Scope:
-    """What one observation asks for: which resources (None: all), their groups, which cluster-wide reads."""
+    """What one observation asks for: which resources (None: all), their groups, which cluster-wide reads; with
+    ``discover`` false, each endpoint's head requests alone (identity and readiness, no resources, no records)."""
 
     wanted: Optional[set]
     groups: Optional[set]
     include: set
+    discover: bool = True
 
     @classmethod
-    def of(cls, resources, include) -> _Scope:
+    def of(cls, resources, include, discover=True) -> _Scope:
         include = set(include or ())
         unknown = include - set(INCLUDE_CHOICES)
         if unknown:
             raise KubeUpgradeError(f"unknown include value(s) {sorted(unknown)}; choose from {', '.join(INCLUDE_CHOICES)}")
+        if not discover:
+            if resources:  # the module refuses this with its option's name first (_observe/runner.py)
+                raise KubeUpgradeError("resources are observed through discovery: none without it")
+            return cls(None, None, set(), False)
         if not resources:
             return cls(None, None, include)
         return cls(set(resources), {GroupResource.parse(name).group for name in resources}, include)
@@ -214,16 +220,20 @@ class Observer:
         self.cluster_client = cluster_client
         self.tuning = tuning or Tuning()
 
-    def observe(self, resources=None, include=DEFAULT_INCLUDE) -> Observation:
-        scope = _Scope.of(resources, include)
+    def observe(self, resources=None, include=DEFAULT_INCLUDE, discover=True) -> Observation:
+        """With ``discover`` false: /version, /readyz, /api and /apis of each endpoint and nothing else (a wait on
+        readiness and release), so no resource, CRD or record is observed."""
+        scope = _Scope.of(resources, include, discover)
         observation = Observation()
         workers = max(1, min(self.tuning.max_workers, 4 * max(1, len(self.clients))))
         with ThreadPoolExecutor(max_workers=workers) as pool:
             started = [self._start(pool, _fetch_head(pool, client, self.tuning), scope) for client in self.clients]
             served = set().union(*(s.served for s in started)) if started else set()
-            cluster = pool.submit(self._read_cluster, started, scope, STORAGE_VERSION_GROUP_VERSION in served, observation)
+            cluster = pool.submit(self._read_cluster, started, scope, STORAGE_VERSION_GROUP_VERSION in served,
+                                  observation) if scope.discover else None
             documents = [self._collect(s) for s in started]
-            cluster.result()
+            if cluster is not None:
+                cluster.result()
         self._settle(started, documents, observation)
         for one, docs in zip(started, documents):
             self._finish(one.endpoint, docs, scope, observation)
@@ -246,6 +256,8 @@ class Observer:
                                        emulated_release=emulated, min_compatibility_release=min_compatibility,
                                        server_address=_server_address(head.api), server_certificate=head.certificate)
         listed = {(g, v) for g, v, _p in gvs}
+        if not scope.discover:
+            return _Started(endpoint, head.client, [], listed)
         # /apis lists the APIServices in etcd, which the newest apiserver of a mixed plane rewrites: an older
         # apiserver then stops listing versions it still serves. Its release's own versions are asked for too.
         own = self.profiles.served_group_versions(endpoint.release) if self.profiles is not None else set()

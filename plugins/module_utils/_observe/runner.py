@@ -74,8 +74,14 @@ def run(module) -> dict:
     params = module.params
     profiles = load_profiles()
     release, emulated, two_step_to = _releases(params, profiles)
-    observation = apiserver_io.observer_for(module, profiles).observe(params["resources"] or None, params["include"])
-    result = info_result(observation, params["resources"], params["include"])
+    discover = params.get("discovery", True)
+    if not discover and params["resources"]:
+        raise ConfigurationError("resources: naming resources needs discovery; with discovery false only each apiserver's "
+                                 "identity and readiness are observed. Remove resources, or set discovery to true.")
+    observation = apiserver_io.observer_for(module, profiles).observe(params["resources"] or None, params["include"], discover)
+    result = info_result(observation, params["resources"], params["include"] if discover else ())
+    if not discover:
+        result["agreed"] = False  # nothing was compared: never "they agree"
     result["as_expected"], result["expectation_msg"] = expectation.expected(
         observation.endpoints, ready=params.get("expect_ready", False), release=release, emulated=emulated)
     if two_step_to and any(e.reachable for e in observation.endpoints):
@@ -84,6 +90,9 @@ def run(module) -> dict:
         raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
                                + ". Fix the connection (the errors above name the cause) and run again.",
                                result=result)
+    if not discover:
+        result["msg"] = _said(module, observation, result, discovered=False)
+        return result
     message = names.unserved_message("resources", params["resources"] or [], observation, profiles)
     if message:
         # A failed task is never as expected: a play's failed_when on the negation must not turn it into a success.
@@ -104,7 +113,7 @@ def _releases(params: dict, profiles) -> tuple:
     return release, emulated, two_step_to
 
 
-def _said(module, observation, result: dict) -> str:
+def _said(module, observation, result: dict, discovered: bool = True) -> str:
     """The task's message; each apiserver not fully observed, and each observation warning, as a warning."""
     bad = [e for e in observation.endpoints if not e.complete]
     for ep in bad:
@@ -112,5 +121,8 @@ def _said(module, observation, result: dict) -> str:
     for warning in observation.warnings:
         module.warn(warning)
     reachable = len(observation.endpoints) - len(bad)
+    if not discovered:
+        return (f"{reachable}/{len(observation.endpoints)} apiserver(s) reached; identity and readiness only "
+                "(discovery false: no storage version observed or compared)")
     return (f"{reachable}/{len(observation.endpoints)} apiserver(s) observed, {len(result['resources'])} resource(s); "
             + ("all agree" if result["agreed"] else "they do NOT all agree"))

@@ -146,3 +146,26 @@ def test_an_expected_release_that_can_never_match_is_refused_before_any_request(
 def test_an_expected_release_is_compared_by_minor(run_module, fake_cluster):
     failed, result = run_module(module, {**BASE_ARGS, "endpoints": ENDPOINTS[:1], "include": [], "expect_release": "v1.32.6"})
     assert not failed and result["as_expected"] is True, result["expectation_msg"]
+
+
+def test_without_discovery_only_the_head_of_each_apiserver_is_asked_and_nothing_is_said_to_agree(run_module, fake_cluster):
+    """The wait after a restart: four requests an apiserver (identity, readiness), no group/version and no record."""
+    with_cluster_records(fake_cluster)
+    args = {**BASE_ARGS, "discovery": False, "expect_ready": True, "expect_release": "1.32"}
+    failed, result = run_module(module, args)
+    assert not failed and result["as_expected"] is True, result
+    asked = sorted({path for _endpoint, method, path, _query, _body in fake_cluster.log if method == "GET"})
+    assert asked == ["/api", "/apis", "/readyz", "/version"], asked
+    assert len(fake_cluster.log) == 4 * len(ENDPOINTS)
+    assert [e["release"] for e in result["endpoints"]] == ["1.32"] * len(ENDPOINTS)
+    assert all(e["resources"] == {} and e["ready"] for e in result["endpoints"])
+    assert result["resources"] == {} and result["crds"] == {} and result["storage_states"] == {}
+    assert result["agreed"] is False and "identity and readiness only" in result["msg"]
+    failed, result = run_module(module, {**args, "expect_release": "1.33"})
+    assert not failed and result["as_expected"] is False and "(expected: ready, release 1.33)" in result["expectation_msg"]
+
+
+def test_without_discovery_naming_resources_is_refused_before_any_request(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "discovery": False, "resources": ["pods"]})
+    assert failed and result["msg"].startswith("resources:") and "discovery" in result["msg"], result["msg"]
+    assert fake_cluster.log == [] and result["as_expected"] is False
