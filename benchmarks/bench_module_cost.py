@@ -9,6 +9,9 @@ Rows, each a module task that does almost nothing:
   hash    ``kubeupgrade.storage.storage_version_hash`` (``version: v1, kind: Pod``): no connection
   info    ``kubeupgrade.storage.storage_version_info`` against one simulated apiserver (tests/simulator, TLS): one
           observation of one endpoint
+  wait    ``kubeupgrade.storage.storage_version_info`` as the rolling_upgrade role waits after a restart, against the
+          same apiserver: ``expect_ready``, ``discovery: false`` (its identity and readiness alone); ``wait@REF`` runs
+          it as the role did before that option, with ``include: []`` (discovery, no cluster-wide records)
   migrate ``kubeupgrade.storage.storage_migration`` in check mode (``resources: [configmaps]``, ``backend: client``,
           ``update_records: false``) against the same apiserver: a migration task with nothing to do (it observes,
           selects and says what it would migrate)
@@ -131,8 +134,8 @@ from _common import AUDIT_VALUES, HERE, REPO, ansible_env, on_path
 
 on_path(AUDIT_VALUES, "tests/simulator", "tests")
 
-ROWS = ["debug", "ping", "hash", "info", "migrate", "audit"]
-COLLECTION_ROWS = ("hash", "info", "migrate", "audit")
+ROWS = ["debug", "ping", "hash", "info", "wait", "migrate", "audit"]
+COLLECTION_ROWS = ("hash", "info", "wait", "migrate", "audit")
 COLLECTION = "ansible_collections.kubeupgrade.storage."
 IMPORT_LINE = re.compile(r"^import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)")
 
@@ -150,6 +153,11 @@ def tasks_for(label, context):
     if row == "info" and context.get("plane"):
         plane = context["plane"]
         return "kubeupgrade.storage.storage_version_info", {"kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints[:1]}
+    if row == "wait" and context.get("plane"):
+        plane = context["plane"]
+        scope = {"include": []} if "@" in label else {"discovery": False}
+        return "kubeupgrade.storage.storage_version_info", {"kubeconfig": plane.kubeconfig, "endpoints": plane.endpoints[:1],
+                                                            "expect_ready": True, **scope}
     if row == "migrate" and context.get("plane"):
         plane = context["plane"]  # in check mode: it observes, selects and reports what it would migrate
         return "kubeupgrade.storage.storage_migration", {
@@ -423,7 +431,7 @@ def main():
         os.environ["XDG_CACHE_HOME"] = os.path.join(workdir, "xdg-cache")
         context = {}
         try:
-            if "info" in args.rows or "migrate" in args.rows:
+            if {"info", "wait", "migrate"} & set(args.rows):
                 from apisim.harness import ControlPlane
                 context["plane"] = ControlPlane(os.path.join(workdir, "plane"), apiservers=1).__enter__()
             if "audit" in args.rows:

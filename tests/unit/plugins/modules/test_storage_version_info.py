@@ -169,3 +169,9 @@ def test_without_discovery_naming_resources_is_refused_before_any_request(run_mo
     failed, result = run_module(module, {**BASE_ARGS, "discovery": False, "resources": ["pods"]})
     assert failed and result["msg"].startswith("resources:") and "discovery" in result["msg"], result["msg"]
     assert fake_cluster.log == [] and result["as_expected"] is False
+
+
+def test_without_discovery_the_two_step_decision_is_made_from_the_releases_the_apiservers_run(run_module, fake_cluster):
+    failed, result = run_module(module, {**BASE_ARGS, "discovery": False, "two_step_to": "1.33"})
+    assert not failed and result["two_step"]["step"] == 1 and result["two_step"]["emulated_release"] == "1.32", result
+    assert len(fake_cluster.log) == 4 * len(ENDPOINTS)
