@@ -40,6 +40,7 @@ collection's files as they are at that git commit (``git archive``), and ``x REF
     python benchmarks/bench_module_cost.py                          # about 5 minutes on 2 cores (twice with --baseline)
     python benchmarks/bench_module_cost.py --baseline HEAD          # this tree's changes against the last commit
     python benchmarks/bench_module_cost.py --tasks 2 --repeat 1 --runs 2 --import-runs 3 --rows ping hash   # a look
+    python benchmarks/bench_module_cost.py --real 1.36 --rows debug ping info wait --baseline HEAD~1    # real apiserver
 
 The machine's other work shows in every row alike: compare the ratios within one run. JSON goes to
 benchmarks/results/module-cost-<stamp>.json. Not a test: nothing is asserted.
@@ -419,11 +420,14 @@ def main():
     parser.add_argument("--importtime-runs", type=int, default=3, help="runs under -X importtime (median per origin)")
     parser.add_argument("--baseline", metavar="REF", help="also run the collection's modules as they are at this git "
                         "commit (rows named row@REF), in the same run")
+    parser.add_argument("--real", metavar="RELEASE", help="the info, wait and migrate rows against one real "
+                        "kube-apiserver of this release (tests/realcp, KUBEUPGRADE_TEST_K8S_ASSETS) instead of the simulated one")
     parser.add_argument("--no-save", action="store_true", help="print only; no JSON in benchmarks/results")
     args = parser.parse_args()
     results = {"rows": [], "tasks": args.tasks, "repeat": args.repeat, "runs": args.runs, "nproc": os.cpu_count(),
                "importtime_runs": args.importtime_runs, "import_runs": args.import_runs,
-               "loadavg_before": [round(v, 2) for v in os.getloadavg()], "python": sys.version.split()[0]}
+               "loadavg_before": [round(v, 2) for v in os.getloadavg()], "python": sys.version.split()[0],
+               "apiserver": f"real {args.real}" if args.real else "simulated"}
     with tempfile.TemporaryDirectory(prefix="bench-module-cost-") as workdir:
         # The modules' bytecode cache (module_utils/_bytecode.py) is this run's own, filled by the warm-up plays;
         # the direct runs of the payloads use it too, and write nothing with PYTHONDONTWRITEBYTECODE unset.
@@ -432,8 +436,12 @@ def main():
         context = {}
         try:
             if {"info", "wait", "migrate"} & set(args.rows):
-                from apisim.harness import ControlPlane
-                context["plane"] = ControlPlane(os.path.join(workdir, "plane"), apiservers=1).__enter__()
+                if args.real:  # tests/realcp: one real kube-apiserver on its etcd, its binaries from the assets
+                    from realcp.plane import ControlPlane as RealPlane
+                    context["plane"] = RealPlane(os.path.join(workdir, "plane"), releases=[args.real]).__enter__()
+                else:
+                    from apisim.harness import ControlPlane
+                    context["plane"] = ControlPlane(os.path.join(workdir, "plane"), apiservers=1).__enter__()
             if "audit" in args.rows:
                 import etcd_fixture
                 version = "3.5" if etcd_fixture.etcd_binary("3.5") else None
