@@ -74,14 +74,9 @@ def run(module) -> dict:
     params = module.params
     profiles = load_profiles()
     release, emulated, two_step_to = _releases(params, profiles)
-    discover = params.get("discovery", True)
-    if not discover and params["resources"]:
-        raise ConfigurationError("resources: naming resources needs discovery; with discovery false only each apiserver's "
-                                 "identity and readiness are observed. Remove resources, or set discovery to true.")
+    discover = _discovery(params)
     observation = apiserver_io.observer_for(module, profiles).observe(params["resources"] or None, params["include"], discover)
-    result = info_result(observation, params["resources"], params["include"] if discover else ())
-    if not discover:
-        result["agreed"] = False  # nothing was compared: never "they agree"
+    result = info_result(observation, params["resources"], params["include"]) if discover else _identity_result(observation)
     result["as_expected"], result["expectation_msg"] = expectation.expected(
         observation.endpoints, ready=params.get("expect_ready", False), release=release, emulated=emulated)
     if two_step_to and any(e.reachable for e in observation.endpoints):
@@ -100,6 +95,21 @@ def run(module) -> dict:
         raise ConfigurationError(message, result=result)
     result["msg"] = _said(module, observation, result)
     return result
+
+
+def _discovery(params: dict) -> bool:
+    """The ``discovery`` option, checked before any request: naming resources needs discovery."""
+    if params.get("discovery", True):
+        return True
+    if params["resources"]:
+        raise ConfigurationError("resources: naming resources needs discovery; with discovery false only each apiserver's "
+                                 "identity and readiness are observed. Remove resources, or set discovery to true.")
+    return False
+
+
+def _identity_result(observation) -> dict:
+    """The result of an observation without discovery: the endpoints, nothing compared (never "they agree")."""
+    return {**info_result(observation, (), ()), "agreed": False}
 
 
 def _releases(params: dict, profiles) -> tuple:
