@@ -116,6 +116,24 @@ machine than on 12-02: ping 0.62 s a task against 0.39; load 1.3 at the start, 1
   collection's rows here, but a run of 10 hash and 10 ping tasks timing each module process (an interpreter wrapped
   in /usr/bin/time) gave 0.23-0.26 s a task outside the module process for both: the split between the two is
   within this machine's noise.
+
+What Ansible adds around the process grows with the module's result, not its payload (2026-12-05): a 20-task play of
+a module that only returns a registered result saved from a real plane (2 x kube-apiserver 1.35.3), the plays taking
+turns, cost 0.12 s a task more with a storage_version_check result (120 KB; median of five rounds' differences, one of
+them negative) and 0.23 s more with a storage_version_info result (102 KB, more nodes; median of four) than with an
+empty one, on a noisy machine; the module process's share of that is 0.02 s. cProfile of
+ansible-playbook puts the rest in ansible-core 2.21's handling of the data-tagged result (the default callback's
+``as_result_dict`` -> ``transform_to_native_types`` visiting every node). So a task's fixed cost beyond ping falls where
+a task returns less: the waits of the rolling_upgrade role now observe with ``discovery: false`` (identity and
+readiness alone, a result of a few hundred bytes). Run of 06:53 (commit 4ff91f5, ``--baseline ac17d58 --rows debug ping
+info wait --runs 5 --import-runs 9``; load 0.5 at the start), against the simulated apiserver: wait 1.051 s a task
+against 1.032 s for the role's earlier wait (``include: []``), 1.02x, within the plays' spread (9.8-12.7 s): the
+simulator's discovery is cheap and its result small. Against a real kube-apiserver 1.36.2 (a 2-apiserver plane of
+tests/realcp, encryption at rest, the 1.35 objects seeded; one endpoint observed, ``expect_ready`` and
+``expect_release``; plays of 10 tasks, median of 3 rounds after a warm-up, this machine under no other load): the
+full observation 1.75 s a task, ``include: []`` 1.72 s, ``discovery: false`` 1.53 s (0.22 s less a task; the
+controller's and modules' CPU 1.66 s against 1.84 s, the two apiservers' CPU over the play 0.15 s a task against 0.21
+s). ``--real 1.36`` runs these rows against such an apiserver.
 """
 
 import argparse
