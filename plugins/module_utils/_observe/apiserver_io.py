@@ -130,9 +130,7 @@ class _Scope:
         unknown = include - set(INCLUDE_CHOICES)
         if unknown:
             raise KubeUpgradeError(f"unknown include value(s) {sorted(unknown)}; choose from {', '.join(INCLUDE_CHOICES)}")
-        if not discover:
-            if resources:  # the module refuses this with its option's name first (_observe/runner.py)
-                raise KubeUpgradeError("resources are observed through discovery: none without it")
+        if not discover:  # resources and records are not read (the info module refuses resources with it)
             return cls(None, None, set(), False)
         if not resources:
             return cls(None, None, include)
@@ -222,7 +220,7 @@ class Observer:
 
     def observe(self, resources=None, include=DEFAULT_INCLUDE, discover=True) -> Observation:
         """With ``discover`` false: /version, /readyz, /api and /apis of each endpoint and nothing else (a wait on
-        readiness and release), so no resource, CRD or record is observed."""
+        readiness and release), so no resource, CRD or record is observed and ``resources``/``include`` are not read."""
         scope = _Scope.of(resources, include, discover)
         observation = Observation()
         workers = max(1, min(self.tuning.max_workers, 4 * max(1, len(self.clients))))

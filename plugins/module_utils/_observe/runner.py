@@ -85,15 +85,12 @@ def run(module) -> dict:
         raise KubeUpgradeError("no apiserver could be observed: " + "; ".join(e.error or e.endpoint for e in observation.endpoints)
                                + ". Fix the connection (the errors above name the cause) and run again.",
                                result=result)
-    if not discover:
-        result["msg"] = _said(module, observation, result, discovered=False)
-        return result
     message = names.unserved_message("resources", params["resources"] or [], observation, profiles)
     if message:
         # A failed task is never as expected: a play's failed_when on the negation must not turn it into a success.
         result["as_expected"], result["expectation_msg"] = False, message
         raise ConfigurationError(message, result=result)
-    result["msg"] = _said(module, observation, result)
+    result["msg"] = _said(module, observation, result, discovered=discover)
     return result
 
 
