@@ -34,8 +34,8 @@ options:
     default: []
   include:
     description:
-      - Cluster-wide records to read besides discovery. CRDs are always read for the reverse hash lookup of
-        custom resources; leave out C(crds) to omit them from the result.
+      - Cluster-wide records to read besides discovery. With O(discovery), CRDs are always read for the reverse hash
+        lookup of custom resources; leave out C(crds) to omit them from the result.
     type: list
     elements: str
     choices: [crds, storage_states, storage_versions, leases]
@@ -48,7 +48,8 @@ options:
         O(expect_ready) and O(expect_release) after a restart, which then asks little of an apiserver still starting,
         and returns a few hundred bytes a poll.
       - With V(false), O(resources) must be empty; RV(resources), each endpoint's C(resources) and the records are
-        empty, and RV(agreed) is V(false) (nothing was compared).
+        empty, RV(storage_state_crd_installed) and RV(storage_version_api_served) are V(false) (not read), and
+        RV(agreed) is V(false) (nothing was compared).
     type: bool
     default: true
   expect_ready:
@@ -217,7 +218,7 @@ storage_states:
   sample: {"deployments.apps": {"persisted_hashes": ["8aSe+NMegvE="], "current_hash": "8aSe+NMegvE=",
            "last_heartbeat": "2026-11-21T14:21:47Z"}}
 storage_state_crd_installed:
-  description: Whether the StorageState CRD (C(storagestates.migration.k8s.io)) is installed.
+  description: Whether the StorageState CRD (C(storagestates.migration.k8s.io)) is installed; V(false) with O(discovery=false) (not read).
   returned: always
   type: bool
   sample: true
@@ -228,7 +229,7 @@ storage_versions:
   sample: {"apps.deployments": {"common_encoding_version": "apps/v1", "entries": [{"api_server_id": "apiserver-abc",
            "encoding_version": "apps/v1", "decodable_versions": ["apps/v1", "apps/v1beta2"], "served_versions": ["apps/v1"]}]}}
 storage_version_api_served:
-  description: Whether C(internal.apiserver.k8s.io/v1alpha1) is served.
+  description: Whether C(internal.apiserver.k8s.io/v1alpha1) is served; V(false) with O(discovery=false) (not read).
   returned: always
   type: bool
   sample: false
