@@ -13,6 +13,15 @@
 # pytest step, whose playbook tests wait on polls and simulated apiservers part of their time).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+ALL_STEPS=(lint changelog pytest pytest-real-cluster pytest-oldest ansible-lint sanity docs)
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=("${ALL_STEPS[@]}")
+for step in "${steps[@]}"; do  # a name that is no step (a pytest option, a typo) stops here, before anything runs
+    case " ${ALL_STEPS[*]} " in
+        *" $step "*) ;;
+        *) echo "scripts/test.sh: '$step' is not a step; the steps are: ${ALL_STEPS[*]} (options for pytest: run it directly)"; exit 2 ;;
+    esac
+done
 bash scripts/setup.sh || exit 1
 ROOT=$(pwd)
 export PATH="$ROOT/.venv/bin:$PATH"
@@ -58,8 +67,9 @@ run_pytest() {
 step_pytest() {
     # worksteal: an idle worker takes queued tests from a busy one, so that the run does not end on one worker;
     # the tests are dealt out to the workers in turn, the longest scenario tests first (see tests/conftest.py).
+    # Every test's seconds go to tests/output/pytest-junit.xml (the suite's time is spent there, not guessed).
     run_pytest pytest python -m pytest tests -q -n "${KUBEUPGRADE_TEST_WORKERS:-$(($(nproc) + 1))}" --dist worksteal \
-        --durations=10 "$@"
+        --durations=10 --junitxml="$OUT/pytest-junit.xml" "$@"
 }
 
 # Real-cluster mode (KUBEUPGRADE_TEST_KUBECONFIG), tested against a simulated control plane reached only
@@ -187,8 +197,6 @@ run_step() {
 
 summary_of() { [ ! -s "$OUT/$1-summary.txt" ] || echo ": $(cat "$OUT/$1-summary.txt")"; }
 
-steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(lint changelog pytest pytest-real-cluster pytest-oldest ansible-lint sanity docs)
 foreground=() background=()
 for step in "${steps[@]}"; do
     case "$step" in
