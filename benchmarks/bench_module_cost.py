@@ -134,6 +134,24 @@ tests/realcp, encryption at rest, the 1.35 objects seeded; one endpoint observed
 full observation 1.75 s a task, ``include: []`` 1.72 s, ``discovery: false`` 1.53 s (0.22 s less a task; the
 controller's and modules' CPU 1.66 s against 1.84 s, the two apiservers' CPU over the play 0.15 s a task against 0.21
 s). ``--real 1.36`` runs these rows against such an apiserver.
+
+Run of 2026-12-05 11:03 (commit b33da99, defaults: 10 tasks a play, 3 plays, 10 direct runs; load 1.3 at the start,
+1.1 at the end, nothing else running; one-debug play 1.83 s):
+  beyond ping (s)        end to end   CPU / task   process alone   collection imports (files)   result bytes
+  hash                     0.168        0.190         0.058          0.044 (25)                       166
+  info                     0.410        0.432         0.237          0.061 (35)                    18,368
+  wait                     0.351        0.377         0.186          0.064 (35)                       766
+  migrate                  0.364        0.384         0.231          0.100 (51)                       571
+  audit                    0.293        0.309         0.229          0.058 (36)                     1,146
+  ping itself 0.648 s a task (its process alone 0.476 s). Against the goal (<= 0.3 s beyond ping): hash and audit
+  meet it end to end, wait, migrate and info miss it by 0.05-0.11 s; the process alone meets it for every row. The
+  part outside the process beyond ping's (end to end minus process alone, minus ping's 0.17 s) is 0.06-0.17 s
+  whatever the result's size (wait's 766 bytes, migrate's 571, info's 18 KB). A profile of ansible-playbook's workers
+  (cProfile of ``WorkerProcess.run``, 10-task plays of hash and of ping, taken while a test run loaded the machine)
+  puts 88-91% of a worker's time in waiting for the module process (0.76 s hash, 0.65 s ping) and the worker's own
+  work at 0.11 s a task for hash against 0.06 s for ping (the task's post_validate and the result's field mapping):
+  what remains is the module process as a play runs it (its payload through a pipe), which the direct runs do not
+  reproduce.
 """
 
 import argparse
