@@ -17,7 +17,8 @@ same revision), etcd started, and kube-apiserver 1.36.2 started in place of 1.35
 Then the method brings the store to all-current:
   a-playbook   ``ansible-playbook playbooks/migrate.yml`` with the etcd settings (``kubeupgrade_etcd``, as
                tests/integration/real_binaries.py ``etcd_extra`` gives them, no become), everything else at its
-               defaults, inventory as ``write_inventory`` builds it: the operator's command; done when it exits 0
+               defaults (``--playbook-vars`` adds variables, and the row is then not at the defaults), inventory as
+               ``write_inventory`` builds it: the operator's command; done when it exits 0
   a-audit      the collection's modules in a child process, in-process through their real ``main()``:
                ``storage_version_audit`` (default throttle, ``names_limit: -1``, ``readable_versions`` each resource's
                1.36 storage version from the profiles and each CRD's storage version: so it lists exactly the objects
@@ -596,7 +597,7 @@ def a_playbook(run):
     tmp.mkdir(parents=True, exist_ok=True)
     inventory = real_binaries.write_inventory(run.plane, tmp)
     extra = {"kubeupgrade_etcd": run.plane.etcd_settings, "kubeupgrade_etcd_become": False,
-             "kubeupgrade_report_dir": str(tmp / "reports")}
+             "kubeupgrade_report_dir": str(tmp / "reports"), **json.loads(run.args.playbook_vars)}
     argv = ["ansible-playbook", "-i", str(inventory), str(Path(REPO) / "playbooks" / "migrate.yml"),
             "-e", json.dumps(extra)]
     log = os.path.join(run.logdir, "a-playbook.log")
@@ -1058,6 +1059,8 @@ def main():
     parser.add_argument("--namespaces", type=int, default=20)
     parser.add_argument("--methods", nargs="*", default=METHODS, choices=METHODS, help="none (--methods alone): --scale only")
     parser.add_argument("--method-timeout", type=float, default=1800.0, help="seconds each method may take")
+    parser.add_argument("--playbook-vars", default="{}", metavar="JSON", help="more extra variables of a-playbook (not "
+                        "its defaults: e.g. '{\"kubeupgrade_migrate_concurrency\": 8}')")
     parser.add_argument("--scale", action="store_true", help="item 3: client migrator vs bare loop, audit, on a fresh copy")
     parser.add_argument("--scale-concurrency", type=int, nargs="+", default=[1, 8])
     parser.add_argument("--scale-repeat", type=int, default=3, help="rounds of the scale rows (the median is shown)")
@@ -1075,7 +1078,8 @@ def main():
     logdir = os.path.join(results_dir, f"peers-{stamp}-logs")
     os.makedirs(logdir, exist_ok=True)
     results = {"from": os.path.basename(os.path.dirname(binary(FROM))), "to": os.path.basename(os.path.dirname(binary(TO))),
-               "etcd": ETCD, "objects": args.objects, "old_objects": args.old_objects, "crd_objects": args.crd_objects,
+               "etcd": ETCD, "playbook_vars": json.loads(args.playbook_vars), "objects": args.objects,
+               "old_objects": args.old_objects, "crd_objects": args.crd_objects,
                "namespaces": args.namespaces, "nproc": os.cpu_count(), "loadavg_before": os.getloadavg(),
                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": [], "logdir": logdir,
                "command": " ".join(sys.argv)}
