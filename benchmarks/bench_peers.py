@@ -642,7 +642,7 @@ def a_playbook(run):
     tmp.mkdir(parents=True, exist_ok=True)
     inventory = real_binaries.write_inventory(run.plane, tmp)
     extra = {"kubeupgrade_etcd": run.plane.etcd_settings, "kubeupgrade_etcd_become": False,
-             "kubeupgrade_report_dir": str(tmp / "reports"), **json.loads(run.args.playbook_vars)}
+             "kubeupgrade_report_dir": str(tmp / "reports"), **run.args.playbook_vars}
     argv = ["ansible-playbook", "-i", str(inventory), str(Path(REPO) / "playbooks" / "migrate.yml"),
             "-e", json.dumps(extra)]
     log = os.path.join(run.logdir, "a-playbook.log")
@@ -1104,7 +1104,7 @@ def main():
     parser.add_argument("--namespaces", type=int, default=20)
     parser.add_argument("--methods", nargs="*", default=METHODS, choices=METHODS, help="none (--methods alone): --scale only")
     parser.add_argument("--method-timeout", type=float, default=1800.0, help="seconds each method may take")
-    parser.add_argument("--playbook-vars", default="{}", metavar="JSON", help="more extra variables of a-playbook (not "
+    parser.add_argument("--playbook-vars", type=json.loads, default={}, metavar="JSON", help="more extra variables of a-playbook (not "
                         "its defaults: e.g. '{\"kubeupgrade_migrate_concurrency\": 8}')")
     parser.add_argument("--scale", action="store_true", help="item 3: client migrator vs bare loop, audit, on a fresh copy")
     parser.add_argument("--scale-concurrency", type=int, nargs="+", default=[1, 8])
@@ -1123,7 +1123,7 @@ def main():
     logdir = os.path.join(results_dir, f"peers-{stamp}-logs")
     os.makedirs(logdir, exist_ok=True)
     results = {"from": os.path.basename(os.path.dirname(binary(FROM))), "to": os.path.basename(os.path.dirname(binary(TO))),
-               "etcd": ETCD, "playbook_vars": json.loads(args.playbook_vars), "objects": args.objects,
+               "etcd": ETCD, "playbook_vars": args.playbook_vars, "objects": args.objects,
                "old_objects": args.old_objects, "crd_objects": args.crd_objects,
                "namespaces": args.namespaces, "nproc": os.cpu_count(), "loadavg_before": os.getloadavg(),
                "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": [], "logdir": logdir,
