@@ -174,6 +174,18 @@ def test_a_two_step_upgrade_with_the_default_kubeadm_tasks_is_refused_before_any
     assert "kubeupgrade.storage.storage_version" not in result.stdout, explain(result)
 
 
+@pytest.mark.parametrize("playbook", ["migrate.yml", "upgrade.yml"])
+@pytest.mark.parametrize("value", [0, "four"])
+def test_a_migrate_concurrency_below_one_is_refused_naming_the_variable_before_anything_is_read(ansible_playbook, tmp_path,
+                                                                                              playbook, value):
+    result = ansible_playbook(PLAYBOOKS / playbook, inventory=INVENTORY, extra_vars={
+        "kubeupgrade_target_release": "1.33", "kubeupgrade_migrate_concurrency": value})
+    assert result.rc != 0, explain(result)
+    assert f"kubeupgrade_migrate_concurrency ({value}) must be a whole number of at least 1" in result.stdout, explain(result)
+    assert len([line for line in result.stdout.splitlines() if line.startswith("[ERROR]")]) == 1, explain(result)
+    assert "kubeupgrade.storage.storage_" not in result.stdout and "Traceback" not in result.stdout + result.stderr, explain(result)
+
+
 def test_three_hosts_behind_one_url_are_a_load_balancer_error_before_anything_is_read(ansible_playbook, tmp_path):
     result = ansible_playbook(PLAYBOOKS / "upgrade.yml", inventory=INVENTORY, extra_vars={
         "kubeupgrade_target_release": "1.33", "kubeupgrade_apiserver_url": "https://lb.example:6443"})
