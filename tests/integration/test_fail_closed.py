@@ -176,8 +176,8 @@ def test_a_two_step_upgrade_with_the_default_kubeadm_tasks_is_refused_before_any
 
 @pytest.mark.parametrize("playbook", ["migrate.yml", "upgrade.yml"])
 @pytest.mark.parametrize("value", [0, "four"])
-def test_a_migrate_concurrency_below_one_is_refused_naming_the_variable_before_anything_is_read(ansible_playbook, tmp_path,
-                                                                                              playbook, value):
+def test_a_migrate_concurrency_below_one_is_refused_naming_the_variable_before_anything_is_read(
+        ansible_playbook, tmp_path, playbook, value):
     result = ansible_playbook(PLAYBOOKS / playbook, inventory=INVENTORY, extra_vars={
         "kubeupgrade_target_release": "1.33", "kubeupgrade_migrate_concurrency": value})
     assert result.rc != 0, explain(result)
