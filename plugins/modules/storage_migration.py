@@ -173,14 +173,16 @@ options:
     description:
       - How the client-side migrator writes each object back (the cluster-side backends ignore it).
       - V(put) lists whole objects and PUTs each one back exactly as read, with its C(uid) and C(resourceVersion) as
-        preconditions. It is what kube-storage-version-migrator does, and the cheapest write a real kube-apiserver serves
+        preconditions. Built-ins are read as protobuf (C(application/vnd.kubernetes.protobuf)) and their very bytes
+        sent back, so nothing a client could re-encode differently is ever sent; custom resources, served as JSON only,
+        as JSON (C(progress.encoding) says which). It is what kube-storage-version-migrator does, and the cheapest write a real kube-apiserver serves
         for an unchanged object. Needs C(update) on the migrated resources. When RBAC forbids the PUT (the apiserver's
         authorizer says C(cannot update resource)) the resource goes on with V(apply), with a warning and
         C(progress.write_fallback) saying so.
       - V(apply) lists object metadata only and sends a server-side apply carrying only the object's identity and the
         same preconditions (like the in-tree controller). Needs C(patch). Lists fewer bytes (only metadata), so prefer
         it for resources with very large objects on a host short of memory.
-      - Either way, an object the apiserver refuses as a change when written back unchanged (HTTP 422 with a cause
+      - Either way, an object read as JSON that the apiserver refuses as a change when written back unchanged (HTTP 422 with a cause
         C(field is immutable)) is written back as stored instead - a GET of it as protobuf
         (C(application/vnd.kubernetes.protobuf)) and a PUT of those very bytes, whose C(uid) and C(resourceVersion) are
         the preconditions (needs C(get) and C(update)). The JSON the apiserver serves is not always the bytes it stores -
@@ -435,6 +437,9 @@ migrations:
           list_restarts, resumed, verification_pass, checkpoint_discarded).
         - C(write) is the write used (V(put) or V(apply)); C(write_fallback) says why a V(put) migration went on with
           V(apply) (RBAC forbids C(update)), empty otherwise.
+        - C(encoding) (V(put)) is how whole objects were read and written back - V(protobuf), their bytes as served
+          (every built-in), or V(json) (a custom resource; a built-in whose protobuf answer could not be read, or read
+          through a proxy that answers JSON only); empty for V(apply).
         - C(objects_written_as_stored) counts the objects (of C(objects_written)) refused as a change when written back
           unchanged and written back as stored instead (V(protobuf) - a GET as protobuf and a PUT of those very bytes);
           C(write_as_stored) names that write and why (the first such object and the apiserver's cause), empty when

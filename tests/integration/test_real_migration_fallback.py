@@ -15,7 +15,9 @@ round trip can write back: the PUT of it as read is ``422 Invalid ... data: fiel
   trip changes nothing at all, so it is the migrator's fallback.
 - ``storage_migration`` at its defaults migrates such objects (with and without managedFields) and a normal one: no
   failure, every object's content unchanged through the API, every object rewritten in etcd (its mod_revision moved,
-  now encrypted, the plaintext byte-equal to before), and the result says which write stored which objects.
+  now encrypted, the plaintext byte-equal to before), and the result says which write stored which objects. It reads
+  them as protobuf, so nothing is refused; read as JSON only (as through a proxy that answers JSON), the objects sent
+  with spaces are refused as read and written as stored instead.
 
 Every object is made not current first: encryption at rest is turned on for ControllerRevisions, so a write that
 reaches etcd is seen (the value becomes ``k8s:enc:aescbc:v1:``) and its plaintext can be compared byte for byte.
@@ -190,9 +192,15 @@ def test_which_writes_store_a_controller_revision_sent_with_spaces_unchanged(rea
         assert _canonical(after["json"]) == _canonical(before["json"]), name
 
 
+@pytest.mark.parametrize("read", ["as-served", "json-only"])
 @pytest.mark.parametrize("release, etcd_version", RELEASES)
 def test_the_default_migration_rewrites_controller_revisions_sent_with_spaces_unchanged(
-        real_plane_factory, capsys, release, etcd_version):
+        real_plane_factory, capsys, monkeypatch, release, etcd_version, read):
+    """``as-served``: the migrator lists them as protobuf, the bytes as stored, and PUTs those back: no refusal.
+    ``json-only``: as through a proxy that answers JSON only - the PUT as read is refused for the objects sent with
+    spaces, which are written as stored instead (GET as protobuf, PUT of those bytes)."""
+    if read == "json-only":
+        monkeypatch.setattr(mig, "FULL_PROTOBUF_OR_JSON", mig.FULL_JSON)
     plane = real_plane_factory([release], **({"etcd_version": etcd_version} if etcd_version else {}))
     create(plane, "/api/v1/namespaces", {"metadata": {"name": NAMESPACE}})
     spaced = {f"spaced-{i}": _create_spaced(plane, f"spaced-{i}", i) for i in range(3)}
@@ -213,11 +221,17 @@ def test_the_default_migration_rewrites_controller_revisions_sent_with_spaces_un
     assert entry["resource"] == "controllerrevisions.apps" and entry["backend"] == "client", entry
     assert entry["status"] == "succeeded" and entry["verified"] and entry["objects_failed"] == 0, entry["failed_objects"]
     assert entry["objects_migrated"] == len(names) and progress["objects_written"] == len(names), progress
-    # which write stored which objects: put for the resource, protobuf for those whose PUT as read was refused
+    # which write stored which objects: put for the resource; read as stored, nothing is refused; read as JSON, the
+    # objects whose PUT as read was refused are written as stored
     assert progress["write"] == "put" and not progress["write_fallback"], progress
-    assert progress["objects_written_as_stored"] == len(spaced), progress
-    assert progress["write_as_stored"].startswith("protobuf: PUT back as read, controllerrevisions.apps app/spaced-")
-    assert "(HTTP 422: data: field is immutable)" in progress["write_as_stored"], progress["write_as_stored"]
+    if read == "as-served":
+        assert progress["encoding"] == "protobuf", progress
+        assert progress["objects_written_as_stored"] == 0 and not progress["write_as_stored"], progress
+    else:
+        assert progress["encoding"] == "json", progress
+        assert progress["objects_written_as_stored"] == len(spaced), progress
+        assert progress["write_as_stored"].startswith("protobuf: PUT back as read, controllerrevisions.apps app/spaced-")
+        assert "(HTTP 422: data: field is immutable)" in progress["write_as_stored"], progress["write_as_stored"]
     for name in names:
         after = _state(plane, name, key)
         # rewritten: a new etcd revision, encrypted now

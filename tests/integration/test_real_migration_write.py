@@ -8,7 +8,11 @@ changed object, and whether a rewrite reaches etcd in the current storage versio
   server-side applied, kubectl-applied, 700 KiB, held by a finalizer while being deleted) end up encrypted in etcd,
   custom resources stored as ``v1alpha1`` end up as ``v1``, ConfigMaps already current are not written to etcd at all
   (a no-op), and no object's content changes (every object read before and after is byte-equal as JSON, except
-  ``resourceVersion`` and ``managedFields``; a server-side applied object keeps its managers).
+  ``resourceVersion`` and ``managedFields``; a server-side applied object keeps its managers). Built-ins are read as
+  protobuf and their very bytes written back; custom resources, which are not served as protobuf, as JSON.
+- A LIST read as protobuf that the apiserver cannot answer (an object stored in a version it cannot decode): its
+  error, a Status in protobuf, reads as the JSON one would - the resource stops at once, with the cause and the
+  namespace it is in.
 - Both writes (``put`` and ``apply``) against objects changed under them, for a ConfigMap, a Lease (a resource whose
   update may create: a PUT without the uid re-creates a deleted Lease) and a custom resource: an object deleted
   after the LIST is not re-created, an object updated after the LIST is not overwritten; both count as done (409).
@@ -21,6 +25,7 @@ import json
 
 import pytest
 from ansible.module_utils.testing import patch_module_args  # ansible-core 2.19+, the oldest supported
+from apisim import k8s_protobuf
 from real_binaries import GADGETS_CRD, TODAY_ETCD, TODAY_FROM, TODAY_TO, create, wait_for
 from realcp.plane import NOBODY_TOKEN, locked_state
 
@@ -140,6 +145,8 @@ def test_the_default_write_rewrites_every_object_in_the_current_storage_version_
     for entry in entries.values():
         assert entry["status"] == "succeeded" and entry["verified"] and entry["objects_failed"] == 0, entry
         assert entry["progress"]["write"] == "put" and not entry["progress"]["write_fallback"], entry["progress"]
+    assert {name: entry["progress"]["encoding"] for name, entry in entries.items()} == {
+        "configmaps": "protobuf", "secrets": "protobuf", "gadgets.example.com": "json"}
     assert entries["gadgets.example.com"]["objects_migrated"] == 15
     # etcd holds every object in the current storage version
     assert all(plane.etcd_value(k).startswith(ENCRYPTED) for k in secret_keys)
@@ -160,6 +167,25 @@ def test_the_default_write_rewrites_every_object_in_the_current_storage_version_
     for key, obj in after["gadgets"].items():
         assert obj["metadata"]["resourceVersion"] != before["gadgets"][key]["metadata"]["resourceVersion"]
         assert mig.FIELD_MANAGER not in json.dumps(obj["metadata"].get("managedFields") or [])
+
+
+def test_a_list_read_as_protobuf_that_cannot_be_decoded_stops_the_resource_with_its_cause(real_plane_factory, capsys):
+    plane = real_plane_factory([TODAY_TO], etcd_version=TODAY_ETCD)
+    for namespace in (NAMESPACE, "broken"):
+        create(plane, "/api/v1/namespaces", {"metadata": {"name": namespace}})
+    for i in range(5):
+        create(plane, f"/api/v1/namespaces/{NAMESPACE}/configmaps", {"metadata": {"name": f"cm-{i}"}, "data": {"i": str(i)}})
+    raw = k8s_protobuf.configmap("stale", "broken", "0b7e4c1e-0000-4000-8000-000000000001", {"k": "v"})
+    plane.etcd.put("/registry/configmaps/broken/stale", k8s_protobuf.envelope("v9", "ConfigMap", raw))
+
+    result = _run_module(plane, capsys, resources=["configmaps"], backend="client")
+
+    assert result.get("failed"), result
+    message = result["msg"]
+    # the apiserver's own words, read from its protobuf Status: the cause, not a byte dump nor "not JSON"
+    assert 'no kind "ConfigMap" is registered for version "v9"' in message, message
+    assert "cannot decode an object of configmaps in namespace(s) broken" in message, message
+    assert "k8s\x00" not in message and "InvalidBody" not in message, message
 
 
 class ChangesAfterList:

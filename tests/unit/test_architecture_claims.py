@@ -310,23 +310,24 @@ def test_third_party_imports_are_guarded():
     assert 'missing_required_lib("kubernetes")' in (MODULE_UTILS / "module.py").read_text(encoding="utf-8")
     generated = [f"{path.relative_to(REPO)}:{node.lineno}" for path in sorted(PLUGINS.rglob("*.py")) if not path.name.endswith("_pb2.py")
                  for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-                 if isinstance(node, ast.ImportFrom) and (node.module or "").endswith(".etcdpb")]
-    # the etcd client (the scratch etcd writes with the client's channel and messages, taken from client.py), and the
-    # envelope's messages of the stored values, imported at first use inside a guard
-    assert generated == [f"plugins/module_utils/_etcd/client.py:{_etcdpb_import_line('client')}",
-                         f"plugins/module_utils/_etcd/envelope.py:{_etcdpb_import_line('envelope', '_messages')}"], generated
+                 if isinstance(node, ast.ImportFrom) and (node.module or "").endswith((".etcdpb", ".k8spb"))]
+    # the etcd client (the scratch etcd writes with the client's channel and messages, taken from client.py), and
+    # Kubernetes' messages of the answers and of the stored values, imported at first use inside a guard
+    assert generated == [f"plugins/module_utils/_etcd/client.py:{_etcdpb_import_line('_etcd/client')}",
+                         f"plugins/module_utils/_etcd/envelope.py:{_etcdpb_import_line('_etcd/envelope', '_messages')}",
+                         f"plugins/module_utils/_http/protobuf.py:{_etcdpb_import_line('_http/protobuf', '_messages')}"], generated
 
 
 def _etcdpb_import_line(name, function=None):
-    """The line of ``_etcd/<name>.py``'s import of the generated messages, which must sit in a ``try`` that guards its
+    """The line of ``<name>.py``'s import of the generated messages, which must sit in a ``try`` that guards its
     packages: at the file's top level, or inside ``function`` (an import at first use)."""
-    tree = ast.parse((MODULE_UTILS / "_etcd" / f"{name}.py").read_text(encoding="utf-8"))
+    tree = ast.parse((MODULE_UTILS / f"{name}.py").read_text(encoding="utf-8"))
     body = tree.body if function is None else next(
         node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == function).body
     for node in body:
         if isinstance(node, ast.Try) and any("ImportError" in ast.dump(h.type) for h in node.handlers):
             for inner in node.body:
-                if isinstance(inner, ast.ImportFrom) and (inner.module or "").endswith(".etcdpb"):
+                if isinstance(inner, ast.ImportFrom) and (inner.module or "").endswith((".etcdpb", ".k8spb")):
                     return inner.lineno
     return None
 

@@ -152,14 +152,14 @@ def _decode_plain(value: bytes) -> Decoded:
 
 @functools.cache
 def _messages():
-    """The generated messages of the stored values (``etcdpb/k8s_pb2.py``, from Kubernetes' generated.proto files)
+    """The generated messages of the stored values (``_http/k8spb/k8s_pb2.py``, from Kubernetes' generated.proto files)
     and the exceptions a parse may raise, imported on first use (protobuf costs tens of milliseconds to import, and the
     modules that only read records never decode a value). Without the protobuf package, a ConfigurationError: every
     built-in object is stored as protobuf, and calling them undecodable would be a false verdict."""
     try:
         from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
 
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import (  # pylint: disable=import-outside-toplevel
+        from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.k8spb import (  # pylint: disable=import-outside-toplevel
             k8s_pb2,
         )
     except ImportError as error:  # the collection's requirements name protobuf

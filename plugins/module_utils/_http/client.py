@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Callable, List, Mapping, Optional
 from urllib.parse import urlencode
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths, protobuf
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.settings import ConnectionSettings, check_url
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.transport import transport_for
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import (
@@ -252,7 +252,12 @@ def paged_items(get: Callable[[str, dict], dict], path: str, query=None, chunk: 
 
 
 def _error_body(response: ApiResponse):
-    """(Status document or None, message) of an error answer; a text body is its own message."""
+    """(Status document or None, message) of an error answer; a text body is its own message. An answer to a request
+    that accepted protobuf is a Status in protobuf: read as the JSON document it stands for."""
+    if protobuf.served(response):
+        document = protobuf.status_document(response.data)
+        if document is not None:
+            return document, document.get("message") or ""
     try:
         body = json.loads(response.data) if response.data else None
     except ValueError:

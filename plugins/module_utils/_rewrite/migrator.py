@@ -6,7 +6,9 @@ chunks (``limit``/``continue``) and written back, which makes the apiserver re-e
 storage version. Two writes (``ClientOptions.write``):
 
 - ``put`` (the default, as kube-storage-version-migrator): LIST full objects and PUT each object back
-  exactly as read. Its ``metadata.uid`` and ``metadata.resourceVersion`` are the preconditions: an object
+  exactly as read: as protobuf where the apiserver serves it (every built-in; ``_http/protobuf.py``), so the PUT
+  carries the very bytes the apiserver served, which no client re-encodes; a custom resource, served as JSON only, as
+  JSON. Its ``metadata.uid`` and ``metadata.resourceVersion`` are the preconditions: an object
   changed since it was read gets 409, and so does one deleted (and one deleted and created again), because
   the uid no longer matches: a real apiserver answers 409 ``Precondition failed: UID in precondition``
   even for resources that allow create-on-update (Leases, Endpoints, Events, LimitRanges). An item
@@ -17,7 +19,9 @@ storage version. Two writes (``ClientOptions.write``):
   controller). Needs ``patch`` instead of ``update``; a ``put`` migration whose PUT RBAC forbids (``cannot
   update resource``) goes on with ``apply`` for that resource (``progress.write_fallback`` says why).
 
-Some objects cannot be written back as read in JSON: the JSON the apiserver serves is not what it stores. A
+Read as protobuf, an object is written back with every byte as stored. Read as JSON (a custom resource; a built-in
+when protobuf cannot be read: through a proxy that answers JSON only, or without the protobuf package), some objects
+cannot be written back as read: the JSON the apiserver serves is not what it stores. A
 ControllerRevision's ``data`` (a ``runtime.RawExtension``) is stored byte for byte as the client sent it, and a client
 that sent it with spaces (Python's ``json.dumps``: the official Python client, Ansible's Kubernetes modules) gets it
 back compacted (Go's encoding/json compacts what a ``MarshalJSON`` returns), so a PUT of it as read changes ``data``,
@@ -55,9 +59,9 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Tuple
 
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import diagnosis, paths, protobuf
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.client import is_missing, none_if_missing
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.poll import Deadline, DeadlineExceeded
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._rewrite import checkpoint as cp
@@ -83,9 +87,11 @@ METADATA_OBJECT = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1,
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 APPLY_PATCH = "application/apply-patch+yaml"
 FULL_JSON = "application/json"
-PROTOBUF = "application/vnd.kubernetes.protobuf"
-# Every protobuf object the apiserver serves starts with it (k8s.io/apimachinery/pkg/runtime/serializer/protobuf).
-PROTOBUF_MAGIC = b"k8s\x00"
+PROTOBUF = protobuf.PROTOBUF
+PROTOBUF_MAGIC = protobuf.MAGIC
+# write: put reads whole objects as the apiserver stores them where it can (every built-in), else as JSON.
+FULL_PROTOBUF_OR_JSON = f"{PROTOBUF}, {FULL_JSON}"
+ENCODING_PROTOBUF, ENCODING_JSON = "protobuf", "json"
 WRITE_PUT = "put"
 WRITE_APPLY = "apply"
 WRITES = (WRITE_PUT, WRITE_APPLY)
@@ -223,6 +229,7 @@ class ClientProgress:
     checkpoint_discarded: str = ""
     write: str = ""  # the write used: put or apply (apply after a fallback)
     write_fallback: str = ""  # why a put migration went on with apply (RBAC forbids update), empty otherwise
+    encoding: str = ""  # write: put: how objects were read and written back: protobuf (their bytes as served) or json
     objects_written_as_stored: int = 0  # of objects_written: refused as a change as read, written as stored (protobuf)
     write_as_stored: str = ""  # why some objects were written as stored, and which write that is; empty otherwise
     bytes_to_rewrite: Optional[int] = None  # write: put: the first chunk's bytes per object times the objects listed
@@ -322,14 +329,18 @@ def apply_body(target: ResourceTarget, item: dict) -> dict:
     return {"apiVersion": target.api_version, "kind": target.kind, "metadata": metadata}
 
 
-def put_body(target: ResourceTarget, item: dict) -> bytes:
-    """The object exactly as read, as the body of its PUT. Items of a LIST of built-ins carry no apiVersion and
-    kind: they are the LIST's own (the version listed through), as kube-storage-version-migrator sets them."""
+def put_body(target: ResourceTarget, item: dict) -> Tuple[bytes, str]:
+    """The object exactly as read, as the body of its PUT, and that body's content type: an object read as protobuf
+    is its very bytes (``protobuf.StoredItem``). Items of a LIST carry no apiVersion and kind: they are the LIST's own
+    (the version listed through), as kube-storage-version-migrator sets them."""
+    if isinstance(item, protobuf.StoredItem):
+        item.kind = item.kind or target.kind
+        return item.put_body(), PROTOBUF
     if not item.get("apiVersion"):
         item["apiVersion"] = target.api_version
     if not item.get("kind") and target.kind:
         item["kind"] = target.kind
-    return json.dumps(item, separators=(",", ":")).encode("utf-8")
+    return json.dumps(item, separators=(",", ":")).encode("utf-8"), FULL_JSON
 
 
 def refused_as_a_change(error: ApiError) -> bool:
@@ -388,6 +399,7 @@ class ClientMigrator:
         self._timed_out = threading.Event()  # a write gave up for the deadline: its chunk is not finished
         self._halted: Optional[Halted] = None  # the first answer no retry nor other object gets past (see halt)
         self._streak = FailureStreak()
+        self._json_only = False  # a protobuf answer of this resource did not decode: whole objects as JSON from then on
 
     def configure(self, deadline: Optional[Deadline] = None, hooks: Optional[Hooks] = None, sleep=None) -> ClientMigrator:
         """Plug in the task's deadline, the runner's hooks and (for tests) the sleep function."""
@@ -450,15 +462,38 @@ class ClientMigrator:
         query = {"limit": self._limit}
         if token:
             query["continue"] = token
-        full = self._mode == WRITE_PUT
-        response = self.client.request("GET", self.target.list_path, query=query,
-                                       accept=FULL_JSON if full else METADATA_LIST, timeout=self._request_timeout())
-        page = response.json()
-        if full:
-            self._fit_chunk(len(response.data or b""), len(page.get("items") or ()))
-            if not token and self.progress.bytes_to_rewrite is None:
-                self._estimate(len(response.data or b""), page)
+        if self._mode != WRITE_PUT:
+            return self.client.request("GET", self.target.list_path, query=query, accept=METADATA_LIST,
+                                       timeout=self._request_timeout()).json()
+        response, page = self._get_whole(self.target.list_path, query, protobuf.list_page)
+        self._fit_chunk(len(response.data or b""), len(page.get("items") or ()))
+        if not token and self.progress.bytes_to_rewrite is None:
+            self._estimate(len(response.data or b""), page)
         return page
+
+    def _get_whole(self, path: str, query: Optional[dict], decode):
+        """(response, page or object) of a GET of whole objects: as protobuf where the apiserver serves it (every
+        built-in: the bytes as stored, which a PUT sends back untouched), else JSON; the encoding is noted in the
+        progress. A protobuf answer that does not decode as a Kubernetes list or object (an aggregated API laid out
+        otherwise) turns the resource to JSON from this request on."""
+        accept = FULL_JSON if self._json_only else _whole_objects()
+        response = self.client.request("GET", path, query=query, accept=accept, timeout=self._request_timeout())
+        if protobuf.served(response):
+            try:
+                found = decode(response.data, self.target.kind)
+            except protobuf.NotDecodable:
+                self._json_only = True
+                response = self.client.request("GET", path, query=query, accept=FULL_JSON, timeout=self._request_timeout())
+            else:
+                self._note_encoding(ENCODING_PROTOBUF)
+                return response, found
+        self._note_encoding(ENCODING_JSON)
+        return response, response.json()
+
+    def _note_encoding(self, encoding: str) -> None:
+        with self._lock:
+            if self.progress.encoding != ENCODING_JSON:  # json once any object was read so
+                self.progress.encoding = encoding
 
     def _estimate(self, size: int, page: dict) -> None:
         """About what the pass adds to etcd until its next compaction: every rewrite keeps the old value until then."""
@@ -548,7 +583,9 @@ class ClientMigrator:
     def _send(self, mode: str, path: str, body) -> None:
         self.limiter.acquire()
         if mode == WRITE_PUT:
-            self.client.request("PUT", path, body=body, query=FIELD_MANAGER_QUERY, timeout=self._request_timeout())
+            data, content_type = body
+            self.client.request("PUT", path, body=data, content_type=content_type, query=FIELD_MANAGER_QUERY,
+                                timeout=self._request_timeout())
         else:
             self.client.request("PATCH", path, body=body, content_type=APPLY_PATCH, query=FIELD_MANAGER_QUERY,
                                 timeout=self._request_timeout())
@@ -812,9 +849,10 @@ class ObjectListMigrator(ClientMigrator):
 
     def _fetch_once(self, namespace: Optional[str], name: str) -> dict:
         self.limiter.acquire()
-        accept = FULL_JSON if self._mode == WRITE_PUT else METADATA_OBJECT
-        return self.client.request("GET", self.target.object_path(namespace, name), accept=accept,
-                                   timeout=self._request_timeout()).json()
+        path = self.target.object_path(namespace, name)
+        if self._mode == WRITE_PUT:
+            return self._get_whole(path, None, protobuf.stored_object)[1]
+        return self.client.request("GET", path, accept=METADATA_OBJECT, timeout=self._request_timeout()).json()
 
     def _rewrite(self, label: str) -> None:
         if self._stop.is_set():
@@ -870,6 +908,11 @@ class ObjectListMigrator(ClientMigrator):
                 last_gate = self._between_chunks(last_gate)
         self.progress.verified = self.progress.failed == 0
         return self.progress
+
+
+def _whole_objects() -> str:
+    """What a LIST or GET of whole objects accepts: protobuf first (the bytes as stored) when protobuf can be read."""
+    return FULL_PROTOBUF_OR_JSON if protobuf.available() else FULL_JSON
 
 
 def _whole_page(page: dict) -> tuple:

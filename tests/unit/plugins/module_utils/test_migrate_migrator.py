@@ -214,8 +214,10 @@ def test_every_object_rewritten_once_content_unchanged(concurrency, write_mode):
     lists = [c for c in server.calls if c[0] == "GET"]
     assert all(c[2]["limit"] == 3 for c in lists) and len(lists) == 4
     list_accepts = {a for (m, _p, _q), a in zip(server.calls, server.accepts) if m == "GET"}
-    # put: whole objects (each PUT back exactly as read, the fake checks it); apply: metadata only
-    assert list_accepts == ({"application/json"} if write_mode == mig.WRITE_PUT else {mig.METADATA_LIST})
+    # put: whole objects, as stored where served so, else JSON (each PUT back exactly as read, the fake checks it; it
+    # answers JSON); apply: metadata only
+    assert list_accepts == ({mig.FULL_PROTOBUF_OR_JSON} if write_mode == mig.WRITE_PUT else {mig.METADATA_LIST})
+    assert progress.encoding == ("json" if write_mode == mig.WRITE_PUT else ""), progress
     assert {m for m, _b in server.bodies} == {W()}
 
 
@@ -287,7 +289,7 @@ def test_put_forbidden_by_rbac_goes_on_with_apply_and_says_why(write_mode):
         assert len([c for c in server.calls if c[0] == "PUT"]) <= 3  # one refused PUT per writer at most
         # the next LISTs are metadata only, and as large as chunk_size again
         list_accepts = [a for (m, _p, _q), a in zip(server.calls, server.accepts) if m == "GET"]
-        assert list_accepts[0] == "application/json" and list_accepts[-1] == mig.METADATA_LIST
+        assert list_accepts[0] == mig.FULL_PROTOBUF_OR_JSON and list_accepts[-1] == mig.METADATA_LIST
     else:
         assert not progress.write_fallback and not [c for c in server.calls if c[0] == "PUT"]
 
@@ -327,7 +329,8 @@ def test_put_chunks_hold_about_chunk_bytes(write_mode, chunk_size, chunk_bytes, 
                  id="item-with-its-own-type"),
 ])
 def test_put_body_is_the_object_as_read(item, expected):
-    assert json.loads(mig.put_body(TARGET, item)) == expected
+    body, content_type = mig.put_body(TARGET, item)
+    assert json.loads(body) == expected and content_type == "application/json"
 
 
 @pytest.mark.parametrize("status,reason,retry_after", [

@@ -14,8 +14,9 @@ import pytest
 
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import client as etcd_client
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, scratch
-from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import k8s_pb2, kv_pb2, rpc_pb2
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import kv_pb2, rpc_pb2
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.k8spb import k8s_pb2
 
 REPO = Path(__file__).resolve().parents[5]
 
@@ -32,11 +33,19 @@ FIELDS = {
     "etcdserverpb.TxnResponse": {"header": 1, "succeeded": 2, "responses": 3},
     "mvccpb.KeyValue": {"key": 1, "create_revision": 2, "mod_revision": 3, "version": 4, "value": 5, "lease": 6},
     # Kubernetes' generated.proto files: k8s.io/apimachinery pkg/runtime (Unknown, TypeMeta), pkg/apis/meta/v1
-    # (ObjectMeta), k8s.io/api core/v1 (Namespace), in the collection's own package
+    # (ObjectMeta, ListMeta, Status, StatusDetails, StatusCause), k8s.io/api core/v1 (Namespace; every object's metadata
+    # and every list's items, as ConfigMap and ConfigMapList), in the collection's own package
     "kubeupgrade.storage.k8s.Unknown": {"typeMeta": 1, "raw": 2, "contentEncoding": 3, "contentType": 4},
     "kubeupgrade.storage.k8s.TypeMeta": {"apiVersion": 1, "kind": 2},
-    "kubeupgrade.storage.k8s.ObjectMeta": {"uid": 5},
+    "kubeupgrade.storage.k8s.ObjectMeta": {"name": 1, "namespace": 3, "uid": 5, "resourceVersion": 6},
+    "kubeupgrade.storage.k8s.ListMeta": {"resourceVersion": 2, "continue": 3, "remainingItemCount": 4},
+    "kubeupgrade.storage.k8s.Status": {"metadata": 1, "status": 2, "message": 3, "reason": 4, "details": 5, "code": 6},
+    "kubeupgrade.storage.k8s.StatusDetails": {"name": 1, "group": 2, "kind": 3, "causes": 4, "retryAfterSeconds": 5,
+                                              "uid": 6},
+    "kubeupgrade.storage.k8s.StatusCause": {"reason": 1, "message": 2, "field": 3},
     "kubeupgrade.storage.k8s.Namespace": {"metadata": 1},
+    "kubeupgrade.storage.k8s.Object": {"metadata": 1},
+    "kubeupgrade.storage.k8s.List": {"metadata": 1, "items": 2},
 }
 MODULES = {"mvccpb": kv_pb2, "etcdserverpb": rpc_pb2, "kubeupgrade": k8s_pb2}
 
@@ -68,7 +77,7 @@ def test_the_committed_files_are_a_fresh_generation(tmp_path):
     if not python or subprocess.run([python, "-m", "pip", "--version"], capture_output=True, check=False).returncode:
         pytest.skip("scripts/generate_etcd_protos.sh needs a Python 3.8 to 3.12 with pip for grpcio-tools 1.62.3")
     copy = tmp_path / "repo"
-    for part in ("proto", "scripts/generate_etcd_protos.sh", "plugins/module_utils/_etcd/etcdpb"):
+    for part in ("proto", "scripts/generate_etcd_protos.sh", "plugins/module_utils/_etcd/etcdpb", "plugins/module_utils/_http/k8spb"):
         (copy / part).parent.mkdir(parents=True, exist_ok=True)
         (shutil.copytree if (REPO / part).is_dir() else shutil.copy)(REPO / part, copy / part)
     run = subprocess.run(["bash", str(copy / "scripts/generate_etcd_protos.sh")], env={"GRPC_TOOLS_PYTHON": python, "PATH": "/usr/bin:/bin"},
@@ -76,9 +85,9 @@ def test_the_committed_files_are_a_fresh_generation(tmp_path):
     if run.returncode and "grpcio-tools" in run.stderr and ("No matching distribution" in run.stderr or "Could not" in run.stderr):
         pytest.skip(f"grpcio-tools 1.62.3 cannot be installed here: {run.stderr[-300:]}")
     assert run.returncode == 0, run.stderr
-    for name in ("kv_pb2.py", "rpc_pb2.py", "k8s_pb2.py"):
-        generated = (copy / "plugins/module_utils/_etcd/etcdpb" / name).read_text(encoding="utf-8")
-        assert generated == (REPO / "plugins/module_utils/_etcd/etcdpb" / name).read_text(encoding="utf-8"), name
+    for name in ("_etcd/etcdpb/kv_pb2.py", "_etcd/etcdpb/rpc_pb2.py", "_http/k8spb/k8s_pb2.py"):
+        generated = (copy / "plugins/module_utils" / name).read_text(encoding="utf-8")
+        assert generated == (REPO / "plugins/module_utils" / name).read_text(encoding="utf-8"), name
 
 
 class _Workspace:
