@@ -98,6 +98,12 @@ one run), run 15 (12:38, 44edc45, ``--methods a-playbook a-audit d-intree-change
          d-intree-changed (fastest)     90.3    1.00    1.03 (2,576)          3,067       3,202      296        9.8
   run 16 a-playbook, concurrency 8       9.1   10.01    1.06 (2,661)          2,662       2,717      174        5.1
          d-intree-changed (fastest)     91.3    1.00    1.03 (2,576)          3,067       3,204      312       10.5
+  run 17 a-playbook                      9.9    9.12    1.06 (2,661)          2,661       2,716      173        5.5
+         a-audit                         4.8   18.65    1.01 (2,517)          2,518       2,553       67        5.0
+         d-intree-changed (fastest)     90.3    1.00    1.03 (2,577)          3,068       3,202      296       10.2
+Run 17 (15:40, commit a903931, ``--methods a-playbook a-audit d-intree-changed``): the migrator reads built-ins as
+protobuf and PUTs their bytes back (the 2,001 VolumeAttributesClasses; the gizmos as JSON); the same seconds as runs
+14-15.
 
 At its defaults the playbook is 9.1-9.3x the fastest peer on this machine, short of issue 30's 10x by 0.7-0.9 s;
 with ``kubeupgrade_migrate_concurrency: 8`` (the migrate role's ``migrate_concurrency``, 8 writes in flight per
@@ -105,9 +111,12 @@ resource instead of 4) it is 10.0x. Run 15, task by task: agreement 0.58, audit 
 VolumeAttributesClasses in 4.2 s at 480 a second, 500 gizmos in 1.6 s beside them), verification audit 0.73, check
 0.81; the 24 other tasks 0.7 s, Ansible's start and end the rest. The same modules in-process on a copy of the same
 shape (2,000 ConfigMaps and Secrets instead of 50,000): agreement 0.04 s, audit 0.06, rewrite 4.65-4.88 s at
-concurrency 4 and 4.05-4.06 s at 8 (client CPU 1.0 s either way: kube-apiserver's CPU, about 2 ms a PUT, is the
-limit), verification audit 0.05, check 0.09: beside the rewrite, each module task's cost in the play is its process
-(bench_module_cost), not its work.
+concurrency 4 and 4.05-4.06 s at 8 (client CPU 1.0 s either way), verification audit 0.05, check 0.09: beside the
+rewrite, each module task's cost in the play is its process (bench_module_cost), not its work. The rewrite is bound
+by each write's wait, not by kube-apiserver's CPU alone: timed request by request at concurrency 4 (15:20, commit
+250c24b), a VolumeAttributesClass PUT took 8.1 ms on average (2,003 in 4.2 s, 4 in flight) and a gizmo PUT 13 ms; read
+and written back as protobuf instead of JSON (commit a903931, 3 rounds each, taking turns) the rewrite took 4.44-4.67 s
+against 4.40-4.56 s as JSON, with kube-apiserver's CPU 4.96-5.31 s against 5.02-5.25 s: no difference.
 
 Item 3 at 50,002 ConfigMaps (run of 12:49, commit 44edc45, ``--objects 100000 --methods --scale``: 103,334 keys; load
 1.2 at the start, 2.8 at the end; median of 3 rounds taking turns):
