@@ -437,9 +437,10 @@ migrations:
           list_restarts, resumed, verification_pass, checkpoint_discarded).
         - C(write) is the write used (V(put) or V(apply)); C(write_fallback) says why a V(put) migration went on with
           V(apply) (RBAC forbids C(update)), empty otherwise.
-        - C(encoding) (V(put)) is how whole objects were read and written back - V(protobuf), their bytes as served
-          (every built-in), or V(json) (a custom resource; a built-in whose protobuf answer could not be read, or read
-          through a proxy that answers JSON only); empty for V(apply).
+        - C(encoding) is how whole objects were read and written back with V(put) - V(protobuf), their bytes as served
+          (every built-in), or V(json) (a custom resource; a built-in read without the protobuf package, through a
+          proxy that answers JSON only, or whose protobuf answer could not be used); empty when only V(apply) wrote.
+          C(encoding_fallback) says why a resource answered as protobuf was read as JSON after all, empty otherwise.
         - C(objects_written_as_stored) counts the objects (of C(objects_written)) refused as a change when written back
           unchanged and written back as stored instead (V(protobuf) - a GET as protobuf and a PUT of those very bytes);
           C(write_as_stored) names that write and why (the first such object and the apiserver's cause), empty when

@@ -43,6 +43,7 @@ def _messages():
     return k8s_pb2, (DecodeError, RecursionError)
 
 
+@functools.cache
 def available() -> bool:
     """protobuf can be read here: else a client asks for JSON alone."""
     try:
@@ -114,6 +115,9 @@ def list_page(data: bytes, kind: str = "") -> dict:
     page = _parsed("List", envelope.raw, "a list")
     api_version = _text(envelope.typeMeta.apiVersion)
     list_kind = _text(envelope.typeMeta.kind)
+    if not list_kind.endswith("List") or _has_unknown_fields(page, envelope.raw):
+        # not laid out as every list of k8s.io/api (metadata 1, items 2): its items would be lost, not read
+        raise NotDecodable(f"a {list_kind or 'kindless'} answer that is not laid out as a Kubernetes list")
     item_kind = kind or (list_kind[:-len("List")] if list_kind.endswith("List") else "")
     meta = page.metadata
     metadata = _set({"resourceVersion": _text(meta.resourceVersion), "continue": _text(getattr(meta, "continue"))})
@@ -121,6 +125,15 @@ def list_page(data: bytes, kind: str = "") -> dict:
         metadata["remainingItemCount"] = meta.remainingItemCount
     items: List[StoredItem] = [_item(raw, api_version, item_kind) for raw in page.items]
     return {"apiVersion": api_version, "kind": list_kind, "metadata": metadata, "items": items}
+
+
+def _has_unknown_fields(page, raw: bytes) -> bool:
+    """The list (with its ListMeta) holds a field that is not one of Kubernetes' list fields: protobuf keeps such a
+    field aside instead of failing, so it is found by what is left once unknown fields are dropped."""
+    known = type(page)()
+    known.CopyFrom(page)
+    known.DiscardUnknownFields()
+    return len(known.SerializeToString()) != len(raw)
 
 
 def stored_object(data: bytes, kind: str = "") -> StoredItem:
@@ -143,7 +156,7 @@ def status_document(data: bytes) -> Optional[dict]:
     metadata = {"continue": _text(getattr(status.metadata, "continue")), "resourceVersion": _text(status.metadata.resourceVersion)}
     document = {"kind": "Status", "apiVersion": _text(envelope.typeMeta.apiVersion) or "v1", "metadata": _set(metadata),
                 "status": _text(status.status), "message": _text(status.message), "reason": _text(status.reason),
-                "code": status.code}
+                "code": status.code or None}
     if status.HasField("details"):
         details = status.details
         causes = [_set({"reason": _text(cause.reason), "message": _text(cause.message), "field": _text(cause.field)})

@@ -19,7 +19,7 @@ storage version. Two writes (``ClientOptions.write``):
   controller). Needs ``patch`` instead of ``update``; a ``put`` migration whose PUT RBAC forbids (``cannot
   update resource``) goes on with ``apply`` for that resource (``progress.write_fallback`` says why).
 
-Read as protobuf, an object is written back with every byte as stored. Read as JSON (a custom resource; a built-in
+Read as protobuf, an object is written back with every byte as served, untouched. Read as JSON (a custom resource; a built-in
 when protobuf cannot be read: through a proxy that answers JSON only, or without the protobuf package), some objects
 cannot be written back as read: the JSON the apiserver serves is not what it stores. A
 ControllerRevision's ``data`` (a ``runtime.RawExtension``) is stored byte for byte as the client sent it, and a client
@@ -89,7 +89,7 @@ APPLY_PATCH = "application/apply-patch+yaml"
 FULL_JSON = "application/json"
 PROTOBUF = protobuf.PROTOBUF
 PROTOBUF_MAGIC = protobuf.MAGIC
-# write: put reads whole objects as the apiserver stores them where it can (every built-in), else as JSON.
+# write: put reads whole objects as protobuf where the apiserver serves it (every built-in), else as JSON.
 FULL_PROTOBUF_OR_JSON = f"{PROTOBUF}, {FULL_JSON}"
 ENCODING_PROTOBUF, ENCODING_JSON = "protobuf", "json"
 WRITE_PUT = "put"
@@ -230,6 +230,7 @@ class ClientProgress:
     write: str = ""  # the write used: put or apply (apply after a fallback)
     write_fallback: str = ""  # why a put migration went on with apply (RBAC forbids update), empty otherwise
     encoding: str = ""  # write: put: how objects were read and written back: protobuf (their bytes as served) or json
+    encoding_fallback: str = ""  # why a resource served as protobuf was read as JSON after all, empty otherwise
     objects_written_as_stored: int = 0  # of objects_written: refused as a change as read, written as stored (protobuf)
     write_as_stored: str = ""  # why some objects were written as stored, and which write that is; empty otherwise
     bytes_to_rewrite: Optional[int] = None  # write: put: the first chunk's bytes per object times the objects listed
@@ -334,7 +335,7 @@ def put_body(target: ResourceTarget, item: dict) -> Tuple[bytes, str]:
     is its very bytes (``protobuf.StoredItem``). Items of a LIST carry no apiVersion and kind: they are the LIST's own
     (the version listed through), as kube-storage-version-migrator sets them."""
     if isinstance(item, protobuf.StoredItem):
-        item.kind = item.kind or target.kind
+        item.api_version, item.kind = item.api_version or target.api_version, item.kind or target.kind
         return item.put_body(), PROTOBUF
     if not item.get("apiVersion"):
         item["apiVersion"] = target.api_version
@@ -473,20 +474,34 @@ class ClientMigrator:
 
     def _get_whole(self, path: str, query: Optional[dict], decode):
         """(response, page or object) of a GET of whole objects: as protobuf where the apiserver serves it (every
-        built-in: the bytes as stored, which a PUT sends back untouched), else JSON; the encoding is noted in the
-        progress. A protobuf answer that does not decode as a Kubernetes list or object (an aggregated API laid out
-        otherwise) turns the resource to JSON from this request on."""
+        built-in: the bytes as served, which a PUT sends back untouched), else JSON; the encoding is noted in the
+        progress. A protobuf answer that does not decode as a Kubernetes list or object, or an apiserver that fails to
+        encode one (an aggregated API whose types have no protobuf), turns the resource to JSON from then on."""
         accept = FULL_JSON if self._json_only else _whole_objects()
-        response = self.client.request("GET", path, query=query, accept=accept, timeout=self._request_timeout())
-        if protobuf.served(response):
-            try:
-                found = decode(response.data, self.target.kind)
-            except protobuf.NotDecodable:
-                self._json_only = True
-                response = self.client.request("GET", path, query=query, accept=FULL_JSON, timeout=self._request_timeout())
-            else:
-                self._note_encoding(ENCODING_PROTOBUF)
-                return response, found
+        try:
+            response = self.client.request("GET", path, query=query, accept=accept, timeout=self._request_timeout())
+        except ApiError as error:
+            if accept == FULL_JSON or not _no_protobuf_encoding(error):
+                raise
+            return self._get_as_json(path, query, f"{describe_failure(error)}")
+        if not protobuf.served(response):
+            self._note_encoding(ENCODING_JSON)
+            return response, response.json()
+        try:
+            found = decode(response.data, self.target.kind)
+        except protobuf.NotDecodable as error:
+            return self._get_as_json(path, query, f"GET {path} answered {PROTOBUF} that could not be read: {error}")
+        self._note_encoding(ENCODING_PROTOBUF)
+        return response, found
+
+    def _get_as_json(self, path: str, query: Optional[dict], why: str):
+        """The same GET as JSON, and every later one of this resource; ``why`` goes in ``progress.encoding_fallback``."""
+        with self._lock:
+            self._json_only = True
+            self.progress.encoding_fallback = self.progress.encoding_fallback or (
+                f"{why[:300]}: read and written back as JSON instead")
+        self.limiter.acquire()
+        response = self.client.request("GET", path, query=query, accept=FULL_JSON, timeout=self._request_timeout())
         self._note_encoding(ENCODING_JSON)
         return response, response.json()
 
@@ -619,7 +634,7 @@ class ClientMigrator:
                 self._fall_back(error)
                 self._write(item)
                 return
-            if refused_as_a_change(error):
+            if refused_as_a_change(error) and not isinstance(item, protobuf.StoredItem):  # sent as served already
                 self._write_as_stored(mode, path, item, error)
                 return
             self._record_failure(error, item)
@@ -910,8 +925,14 @@ class ObjectListMigrator(ClientMigrator):
         return self.progress
 
 
+def _no_protobuf_encoding(error: ApiError) -> bool:
+    """The apiserver could not encode the answer as protobuf (an aggregated API whose types lack it answers 500
+    ``... does not implement the protobuf marshalling interface ...``; kubernetes/kubernetes#86253)."""
+    return error.status == 500 and "does not implement the protobuf marshalling interface" in (error.api_message or "")
+
+
 def _whole_objects() -> str:
-    """What a LIST or GET of whole objects accepts: protobuf first (the bytes as stored) when protobuf can be read."""
+    """What a LIST or GET of whole objects accepts: protobuf first (the bytes to send back) when protobuf can be read."""
     return FULL_PROTOBUF_OR_JSON if protobuf.available() else FULL_JSON
 
 

@@ -16,7 +16,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\nRansible_collections/kubeupgrade/storage/plugins/module_utils/_http/k8spb/k8s.proto\x12\x17kubeupgrade.storage.k8s\",\n\x08TypeMeta\x12\x12\n\napiVersion\x18\x01 \x01(\x0c\x12\x0c\n\x04kind\x18\x02 \x01(\x0c\"y\n\x07Unknown\x12\x33\n\x08typeMeta\x18\x01 \x01(\x0b\x32!.kubeupgrade.storage.k8s.TypeMeta\x12\x0b\n\x03raw\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63ontentEncoding\x18\x03 \x01(\x0c\x12\x13\n\x0b\x63ontentType\x18\x04 \x01(\x0c\"S\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\x0c\x12\x11\n\tnamespace\x18\x03 \x01(\x0c\x12\x0b\n\x03uid\x18\x05 \x01(\x0c\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\x0c\"Q\n\x08ListMeta\x12\x17\n\x0fresourceVersion\x18\x02 \x01(\x0c\x12\x10\n\x08\x63ontinue\x18\x03 \x01(\x0c\x12\x1a\n\x12remainingItemCount\x18\x04 \x01(\x03\"=\n\x0bStatusCause\x12\x0e\n\x06reason\x18\x01 \x01(\x0c\x12\x0f\n\x07message\x18\x02 \x01(\x0c\x12\r\n\x05\x66ield\x18\x03 \x01(\x0c\"\x98\x01\n\rStatusDetails\x12\x0c\n\x04name\x18\x01 \x01(\x0c\x12\r\n\x05group\x18\x02 \x01(\x0c\x12\x0c\n\x04kind\x18\x03 \x01(\x0c\x12\x34\n\x06\x63\x61uses\x18\x04 \x03(\x0b\x32$.kubeupgrade.storage.k8s.StatusCause\x12\x19\n\x11retryAfterSeconds\x18\x05 \x01(\x05\x12\x0b\n\x03uid\x18\x06 \x01(\x0c\"\xb5\x01\n\x06Status\x12\x33\n\x08metadata\x18\x01 \x01(\x0b\x32!.kubeupgrade.storage.k8s.ListMeta\x12\x0e\n\x06status\x18\x02 \x01(\x0c\x12\x0f\n\x07message\x18\x03 \x01(\x0c\x12\x0e\n\x06reason\x18\x04 \x01(\x0c\x12\x37\n\x07\x64\x65tails\x18\x05 \x01(\x0b\x32&.kubeupgrade.storage.k8s.StatusDetails\x12\x0c\n\x04\x63ode\x18\x06 \x01(\x05\"?\n\x06Object\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32#.kubeupgrade.storage.k8s.ObjectMeta\"J\n\x04List\x12\x33\n\x08metadata\x18\x01 \x01(\x0b\x32!.kubeupgrade.storage.k8s.ListMeta\x12\r\n\x05items\x18\x02 \x03(\x0c\"B\n\tNamespace\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32#.kubeupgrade.storage.k8s.ObjectMeta')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\nRansible_collections/kubeupgrade/storage/plugins/module_utils/_http/k8spb/k8s.proto\x12\x17kubeupgrade.storage.k8s\",\n\x08TypeMeta\x12\x12\n\napiVersion\x18\x01 \x01(\x0c\x12\x0c\n\x04kind\x18\x02 \x01(\x0c\"y\n\x07Unknown\x12\x33\n\x08typeMeta\x18\x01 \x01(\x0b\x32!.kubeupgrade.storage.k8s.TypeMeta\x12\x0b\n\x03raw\x18\x02 \x01(\x0c\x12\x17\n\x0f\x63ontentEncoding\x18\x03 \x01(\x0c\x12\x13\n\x0b\x63ontentType\x18\x04 \x01(\x0c\"S\n\nObjectMeta\x12\x0c\n\x04name\x18\x01 \x01(\x0c\x12\x11\n\tnamespace\x18\x03 \x01(\x0c\x12\x0b\n\x03uid\x18\x05 \x01(\x0c\x12\x17\n\x0fresourceVersion\x18\x06 \x01(\x0c\"c\n\x08ListMeta\x12\x10\n\x08selfLink\x18\x01 \x01(\x0c\x12\x17\n\x0fresourceVersion\x18\x02 \x01(\x0c\x12\x10\n\x08\x63ontinue\x18\x03 \x01(\x0c\x12\x1a\n\x12remainingItemCount\x18\x04 \x01(\x03\"=\n\x0bStatusCause\x12\x0e\n\x06reason\x18\x01 \x01(\x0c\x12\x0f\n\x07message\x18\x02 \x01(\x0c\x12\r\n\x05\x66ield\x18\x03 \x01(\x0c\"\x98\x01\n\rStatusDetails\x12\x0c\n\x04name\x18\x01 \x01(\x0c\x12\r\n\x05group\x18\x02 \x01(\x0c\x12\x0c\n\x04kind\x18\x03 \x01(\x0c\x12\x34\n\x06\x63\x61uses\x18\x04 \x03(\x0b\x32$.kubeupgrade.storage.k8s.StatusCause\x12\x19\n\x11retryAfterSeconds\x18\x05 \x01(\x05\x12\x0b\n\x03uid\x18\x06 \x01(\x0c\"\xb5\x01\n\x06Status\x12\x33\n\x08metadata\x18\x01 \x01(\x0b\x32!.kubeupgrade.storage.k8s.ListMeta\x12\x0e\n\x06status\x18\x02 \x01(\x0c\x12\x0f\n\x07message\x18\x03 \x01(\x0c\x12\x0e\n\x06reason\x18\x04 \x01(\x0c\x12\x37\n\x07\x64\x65tails\x18\x05 \x01(\x0b\x32&.kubeupgrade.storage.k8s.StatusDetails\x12\x0c\n\x04\x63ode\x18\x06 \x01(\x05\"?\n\x06Object\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32#.kubeupgrade.storage.k8s.ObjectMeta\"J\n\x04List\x12\x33\n\x08metadata\x18\x01 \x01(\x0b\x32!.kubeupgrade.storage.k8s.ListMeta\x12\r\n\x05items\x18\x02 \x03(\x0c\"B\n\tNamespace\x12\x35\n\x08metadata\x18\x01 \x01(\x0b\x32#.kubeupgrade.storage.k8s.ObjectMeta')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -30,17 +30,17 @@ if _descriptor._USE_C_DESCRIPTORS == False:
   _globals['_OBJECTMETA']._serialized_start=280
   _globals['_OBJECTMETA']._serialized_end=363
   _globals['_LISTMETA']._serialized_start=365
-  _globals['_LISTMETA']._serialized_end=446
-  _globals['_STATUSCAUSE']._serialized_start=448
-  _globals['_STATUSCAUSE']._serialized_end=509
-  _globals['_STATUSDETAILS']._serialized_start=512
-  _globals['_STATUSDETAILS']._serialized_end=664
-  _globals['_STATUS']._serialized_start=667
-  _globals['_STATUS']._serialized_end=848
-  _globals['_OBJECT']._serialized_start=850
-  _globals['_OBJECT']._serialized_end=913
-  _globals['_LIST']._serialized_start=915
-  _globals['_LIST']._serialized_end=989
-  _globals['_NAMESPACE']._serialized_start=991
-  _globals['_NAMESPACE']._serialized_end=1057
+  _globals['_LISTMETA']._serialized_end=464
+  _globals['_STATUSCAUSE']._serialized_start=466
+  _globals['_STATUSCAUSE']._serialized_end=527
+  _globals['_STATUSDETAILS']._serialized_start=530
+  _globals['_STATUSDETAILS']._serialized_end=682
+  _globals['_STATUS']._serialized_start=685
+  _globals['_STATUS']._serialized_end=866
+  _globals['_OBJECT']._serialized_start=868
+  _globals['_OBJECT']._serialized_end=931
+  _globals['_LIST']._serialized_start=933
+  _globals['_LIST']._serialized_end=1007
+  _globals['_NAMESPACE']._serialized_start=1009
+  _globals['_NAMESPACE']._serialized_end=1075
 # @@protoc_insertion_point(module_scope)

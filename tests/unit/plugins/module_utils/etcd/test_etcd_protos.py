@@ -38,7 +38,7 @@ FIELDS = {
     "kubeupgrade.storage.k8s.Unknown": {"typeMeta": 1, "raw": 2, "contentEncoding": 3, "contentType": 4},
     "kubeupgrade.storage.k8s.TypeMeta": {"apiVersion": 1, "kind": 2},
     "kubeupgrade.storage.k8s.ObjectMeta": {"name": 1, "namespace": 3, "uid": 5, "resourceVersion": 6},
-    "kubeupgrade.storage.k8s.ListMeta": {"resourceVersion": 2, "continue": 3, "remainingItemCount": 4},
+    "kubeupgrade.storage.k8s.ListMeta": {"selfLink": 1, "resourceVersion": 2, "continue": 3, "remainingItemCount": 4},
     "kubeupgrade.storage.k8s.Status": {"metadata": 1, "status": 2, "message": 3, "reason": 4, "details": 5, "code": 6},
     "kubeupgrade.storage.k8s.StatusDetails": {"name": 1, "group": 2, "kind": 3, "causes": 4, "retryAfterSeconds": 5,
                                               "uid": 6},
