@@ -129,8 +129,23 @@ Item 3 at 50,002 ConfigMaps (run of 12:49, commit 44edc45, ``--objects 100000 --
   8            ansible  39.37    1270        0.93    the module's own line 38.2 s; rounds 39.72, 39.37, 36.85
   audit over the store: unthrottled 0.66 s (175 pages, etcd CPU 0.44 s), default throttle 2.70 s (etcd CPU 0.56 s),
   default rate without the burst 5.19 s (etcd CPU 0.59 s); kube-apiserver's start on the same copy cost etcd 0.66 s.
-Against the goal (>= 0.95x the bare loop end to end): met at concurrency 1 (0.97x), not at 8 (0.93x). Of the 2.6 s
-over the bare loop at 8, 1.2 s is outside the module (Ansible's start and the task's process) and 1.2 s is the
+Again at 16:45 (commit eeb6bea: the migrator reads ConfigMaps as protobuf and PUTs their bytes back; the bare loop
+still JSON; load 0.0 at the start, 3.5 at the end):
+  concurrency  method    s      objects/s   x bare   notes
+  1            bare     74.91     667        1.00    client CPU 14.9 s; rounds 74.91, 74.88, 76.92
+  1            module   73.67     679        1.02    client CPU 15.5 s
+  1            ansible  76.62     653        0.98    the module's own line 75.6 s
+  8            bare     35.98    1390        1.00    client CPU 14.0 s; rounds 34.59, 35.98, 36.06
+  8            module   33.24    1504        1.08    client CPU 14.1 s; rounds 32.68, 34.60, 33.24
+  8            ansible  35.75    1399        1.01    the module's own line 34.7 s; rounds 35.62, 35.90, 35.75
+  audit: unthrottled 0.72 s (etcd CPU 0.46 s), default throttle 2.70 s (0.54 s), without the burst 5.19 s (0.67 s).
+The migrator's one change since 12:49 is protobuf: at 8 it went from 36.96 s to 33.24 s while the bare loop went from
+36.73 s to 35.98 s. These ConfigMaps are current already, so every PUT is one the apiserver decodes, finds unchanged
+and does not write, and decoding is much of its cost; a rewrite that reaches etcd (the a-rows above) is bound by
+each write's wait, and gained nothing.
+Against the goal (>= 0.95x the bare loop end to end): in the run of 16:45 met at both (0.98x, 1.01x), the Ansible
+task still 2.5 s over the module alone at 8; in the run of 12:49 met at 1 (0.97x), not at 8 (0.93x). Of the 2.6 s
+over the bare loop at 8 then, 1.2 s is outside the module (Ansible's start and the task's process) and 1.2 s is the
 storage_migration module's line against the migrator alone (its Lease, checkpoints, status file and the agreement
 gate between chunks: the gate is 7 requests and about 12 ms a check, at most every 2 s, so not most of it; ansible-core's
 controller, polling its workers every millisecond, took 0.33 CPU-s over a 20 s task on this 2-core machine, which the
