@@ -30,6 +30,7 @@ import importlib.util
 import json
 from typing import Dict, List, NamedTuple, Optional, Tuple
 
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import protobuf
 from ansible_collections.kubeupgrade.storage.plugins.module_utils.errors import ConfigurationError
 
 # The ciphers are imported on first use (cryptography and PyNaCl cost ~30 ms to import): every module
@@ -38,7 +39,7 @@ _LIBRARIES = {"aescbc": ("cryptography", "cryptography"), "aesgcm": ("cryptograp
               "secretbox": ("nacl", "PyNaCl")}
 
 
-PROTOBUF_MAGIC = b"k8s\x00"
+PROTOBUF_MAGIC = protobuf.MAGIC
 ENCRYPTED_PREFIX = b"k8s:enc:"
 LOCAL_PROVIDERS = ("aescbc", "aesgcm", "secretbox")
 KMS_PROVIDERS = ("kms",)
@@ -150,24 +151,15 @@ def _decode_plain(value: bytes) -> Decoded:
 # --- protobuf -----------------------------------------------------------------------------------
 
 
-@functools.cache
 def _messages():
-    """The generated messages of the stored values (``_http/k8spb/k8s_pb2.py``, from Kubernetes' generated.proto files)
-    and the exceptions a parse may raise, imported on first use (protobuf costs tens of milliseconds to import, and the
-    modules that only read records never decode a value). Without the protobuf package, a ConfigurationError: every
-    built-in object is stored as protobuf, and calling them undecodable would be a false verdict."""
+    """The generated messages of the stored values and the exceptions a parse may raise (``protobuf.messages``, imported
+    on first use: the modules that only read records never decode a value). Without the protobuf package, a
+    ConfigurationError: every built-in object is stored as protobuf, and calling them undecodable would be a false
+    verdict."""
     try:
-        from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
-
-        from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.k8spb import (  # pylint: disable=import-outside-toplevel
-            k8s_pb2,
-        )
-    except ImportError as error:  # the collection's requirements name protobuf
-        raise ConfigurationError(f"the Python package protobuf is required to decode the values kube-apiserver stores in "
-                                 f"etcd ({error}): install it on the host running the module (pip install protobuf; the "
-                                 "collection's requirements.txt)") from None
-    # RecursionError: protobuf's pure-Python parser before 4.25.5 on deeply nested groups (CVE-2024-7254)
-    return k8s_pb2, (DecodeError, RecursionError)
+        return protobuf.messages()
+    except protobuf.Unavailable as error:
+        raise ConfigurationError(f"{error}; kube-apiserver stores every built-in object in etcd as protobuf") from None
 
 
 # A head: the magic, the envelope's tag 0x0A (field 1, TypeMeta), a one-byte length, then the TypeMeta itself.

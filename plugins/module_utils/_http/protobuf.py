@@ -25,11 +25,16 @@ class NotDecodable(ValueError):
     """An answer that says it is protobuf but is not a Kubernetes envelope of the expected message."""
 
 
+class Unavailable(NotDecodable):
+    """The protobuf package cannot be imported on this host."""
+
+
 @functools.cache
-def _messages():
+def messages():
     """The generated messages (``k8spb/k8s_pb2.py``) and the exceptions a parse may raise, imported on first use: the
-    protobuf runtime costs every module's start about 30 ms, and only an answer in protobuf needs it. Without the
-    protobuf package an answer in protobuf cannot be read (the collection's requirements name it)."""
+    protobuf runtime costs every module's start about 30 ms, and only protobuf to decode needs it - an answer here, a
+    value stored in etcd in ``_etcd/envelope.py``. Without the protobuf package, ``Unavailable`` (the collection's
+    requirements name it)."""
     try:
         from google.protobuf.message import DecodeError  # pylint: disable=import-outside-toplevel
 
@@ -37,8 +42,8 @@ def _messages():
             k8s_pb2,
         )
     except ImportError as error:
-        raise NotDecodable(f"the Python package protobuf is required to read it ({error}): install it on the host "
-                           "running the module (pip install protobuf; the collection's requirements.txt)") from None
+        raise Unavailable(f"the Python package protobuf is required to decode protobuf ({error}): install it on the host "
+                          "running the module (pip install protobuf; the collection's requirements.txt)") from None
     # RecursionError: protobuf's pure-Python parser before 4.25.5 on deeply nested groups (CVE-2024-7254)
     return k8s_pb2, (DecodeError, RecursionError)
 
@@ -47,8 +52,8 @@ def _messages():
 def available() -> bool:
     """protobuf can be read here: else a client asks for JSON alone."""
     try:
-        _messages()
-    except NotDecodable:
+        messages()
+    except Unavailable:
         return False
     return True
 
@@ -70,8 +75,8 @@ def _envelope(data: bytes):
 
 
 def _parsed(name: str, raw: bytes, what: str):
-    messages, parse_errors = _messages()
-    message = getattr(messages, name)()
+    generated, parse_errors = messages()
+    message = getattr(generated, name)()
     try:
         message.ParseFromString(raw)
     except parse_errors as error:
@@ -91,9 +96,9 @@ class StoredItem(dict):
 
     def put_body(self) -> bytes:
         """The object's bytes in the envelope, as the body of its PUT (the LIST's group/version and the item's kind)."""
-        messages, _errors = _messages()
-        envelope = messages.Unknown(typeMeta=messages.TypeMeta(apiVersion=self.api_version.encode("utf-8"),
-                                                               kind=self.kind.encode("utf-8")), raw=self.stored)
+        generated, _errors = messages()
+        envelope = generated.Unknown(typeMeta=generated.TypeMeta(apiVersion=self.api_version.encode("utf-8"),
+                                                                 kind=self.kind.encode("utf-8")), raw=self.stored)
         return MAGIC + envelope.SerializeToString()
 
 
@@ -118,7 +123,7 @@ def list_page(data: bytes, kind: str = "") -> dict:
     if not list_kind.endswith("List") or _has_unknown_fields(page, envelope.raw):
         # not laid out as every list of k8s.io/api (metadata 1, items 2): its items would be lost, not read
         raise NotDecodable(f"a {list_kind or 'kindless'} answer that is not laid out as a Kubernetes list")
-    item_kind = kind or (list_kind[:-len("List")] if list_kind.endswith("List") else "")
+    item_kind = kind or list_kind[:-len("List")]
     meta = page.metadata
     metadata = _set({"resourceVersion": _text(meta.resourceVersion), "continue": _text(getattr(meta, "continue"))})
     if meta.HasField("remainingItemCount"):

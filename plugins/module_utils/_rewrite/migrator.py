@@ -400,7 +400,6 @@ class ClientMigrator:
         self._timed_out = threading.Event()  # a write gave up for the deadline: its chunk is not finished
         self._halted: Optional[Halted] = None  # the first answer no retry nor other object gets past (see halt)
         self._streak = FailureStreak()
-        self._json_only = False  # a protobuf answer of this resource did not decode: whole objects as JSON from then on
 
     def configure(self, deadline: Optional[Deadline] = None, hooks: Optional[Hooks] = None, sleep=None) -> ClientMigrator:
         """Plug in the task's deadline, the runner's hooks and (for tests) the sleep function."""
@@ -477,7 +476,7 @@ class ClientMigrator:
         built-in: the bytes as served, which a PUT sends back untouched), else JSON; the encoding is noted in the
         progress. A protobuf answer that does not decode as a Kubernetes list or object, or an apiserver that fails to
         encode one (an aggregated API whose types have no protobuf), turns the resource to JSON from then on."""
-        accept = FULL_JSON if self._json_only else _whole_objects()
+        accept = FULL_JSON if self.progress.encoding_fallback else _whole_objects()  # JSON from a fallback on
         try:
             response = self.client.request("GET", path, query=query, accept=accept, timeout=self._request_timeout())
         except ApiError as error:
@@ -495,9 +494,8 @@ class ClientMigrator:
         return response, found
 
     def _get_as_json(self, path: str, query: Optional[dict], why: str):
-        """The same GET as JSON, and every later one of this resource; ``why`` goes in ``progress.encoding_fallback``."""
+        """The same GET as JSON, and every later one of this resource: ``why`` goes in ``progress.encoding_fallback``."""
         with self._lock:
-            self._json_only = True
             self.progress.encoding_fallback = self.progress.encoding_fallback or (
                 f"{why[:300]}: read and written back as JSON instead")
         self.limiter.acquire()
@@ -678,8 +676,8 @@ class ClientMigrator:
         stored, and PUT those very bytes back (its uid and resourceVersion are in them). Unparsed, so unchanged."""
         try:
             response = self._call(functools.partial(self._get_as_stored, path))
-            served = response.content_type.split(";")[0].strip()
-            if served != PROTOBUF or not (response.data or b"").startswith(PROTOBUF_MAGIC):
+            if not protobuf.served(response):
+                served = response.content_type.split(";")[0].strip()
                 problem = (f"GET as {PROTOBUF} answered {served or 'no content type'}: the apiserver does not serve "
                            "this resource as protobuf (a custom resource, an aggregated API)")
                 self._as_stored_failed(mode, item, refused, ApiError(problem, reason="NotProtobuf", api_message=problem))

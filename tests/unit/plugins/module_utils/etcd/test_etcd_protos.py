@@ -16,6 +16,7 @@ from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import c
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd import envelope, scratch
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.etcdpb import kv_pb2, rpc_pb2
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._etcd.settings import EtcdSettings, ScanOptions
+from ansible_collections.kubeupgrade.storage.plugins.module_utils._http import protobuf
 from ansible_collections.kubeupgrade.storage.plugins.module_utils._http.k8spb import k8s_pb2
 
 REPO = Path(__file__).resolve().parents[5]
@@ -114,11 +115,11 @@ def test_without_protobuf_a_protobuf_value_is_a_configuration_error_not_an_undec
     value = b"k8s\x00" + k8s_pb2.Unknown(typeMeta=k8s_pb2.TypeMeta(apiVersion=b"v1", kind=b"ConfigMap")).SerializeToString()
     monkeypatch.setitem(sys.modules, "google.protobuf.message", None)  # what a host without protobuf gets on import
     monkeypatch.setattr(envelope, "_PROTO_CACHE", {})
-    envelope._messages.cache_clear()
+    protobuf.messages.cache_clear()
     try:
         for read in (envelope.decode_value, envelope.protobuf_uid):
             with pytest.raises(etcd_client.ConfigurationError) as raised:
                 read(value)
             assert "protobuf is required" in str(raised.value) and "pip install protobuf" in str(raised.value)
     finally:
-        envelope._messages.cache_clear()
+        protobuf.messages.cache_clear()
