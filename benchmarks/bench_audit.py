@@ -21,27 +21,7 @@ runs: compare ratios within one run. JSON goes to benchmarks/results/audit-<stam
     .venv/bin/python benchmarks/bench_audit.py --counts 1000000 --repeat 1 --no-default-throttle   # about 5 minutes
 Not a test: nothing is asserted (a wrong count or a failed run stops it).
 
-Results (2 cores shared with another engineer's test runs; load average 5.8 at the start, 1.2 at the end; etcd 3.5.30
-of the k8s assets first on PATH; commit d6b25e7), ``--counts 100000 1000000 --repeat 1 --no-default-throttle``:
-     keys  what                                        wall s  x etcdctl  client CPU s  etcd CPU s  requests  peak MiB
-   100000  etcdctl get --prefix -w json                  1.33     1.00       1.01         0.36          1      532.9
-   100000  module alone, grpc                            1.85     0.72       1.37         0.63        219       52.2
-   100000  module alone, gateway                         3.51     0.38       1.92         1.75        219       47.1
-   100000  end to end, page_size 500, no throttle        4.81     0.28       3.47 (1.64)  0.69          -       54.3
-   100000  end to end, page_size 1000, 20 pages/s        8.44     0.16       3.72 (1.75)  0.69          -       57.1
-  1000000  etcdctl get --prefix -w json                 14.16     1.00       9.84         2.80          1     3555.1
-  1000000  module alone, grpc                           17.11     0.83       9.50         7.06       2208       52.2
-  1000000  module alone, gateway                        27.27     0.52      13.58        17.01       2208       47.0
-  1000000  end to end, page_size 500, no throttle       18.22     0.78      12.67 (10.29) 6.78          -       55.0
-  1000000  end to end, page_size 1000, 20 pages/s       53.82     0.26      12.67 (8.93)  6.67          -       58.0
-Since then (commit 9359bea, 2026-12-03: the scan folds per directory and per TypeMeta, not per key; load 0.6 to 1.4),
-``--counts 10000 100000 --repeat 5 --no-default-throttle``: 100k keys, etcdctl 0.81 s, module alone over gRPC 0.58 s
-(1.40x; client CPU 0.64 s against 0.94 s); 10k keys 1.49x; the module's peak RSS 1.01x from 10k to 100k keys (etcdctl
-7.95x). The same command before it, at load 0.5: 0.82 s against 0.82 s (1.00x).
-page_size 1000 at 20 pages/s are the module's defaults. The module's peak RSS is flat (1.00x from 100k to 1M keys;
-etcdctl's grows 6.67x, to 3.5 GiB). The 1M run failed before because etcdctl gives up on any command after 5 s
-(``--command-timeout``, default 5s: "context deadline exceeded" after 5.2 s here); it now runs with
-``--command-timeout=3600s``.
+Results, run by run: benchmarks/README.md, section bench_audit.py.
 """
 
 import argparse

@@ -42,19 +42,7 @@ and etcd on PATH (as the real-binary tests). Run from the repository root:
 The apiserver, etcd and the client share the machine: on a small machine the numbers are the plane's as much as
 the client's; compare ratios within one run. JSON goes to benchmarks/results/. Not a test: nothing is asserted.
 
-Results, 50,000 ConfigMaps, 2 cores with nothing else running (median of the rounds; ``× bare`` at the same concurrency):
-  --concurrency 8 --repeat 5 --skip-ansible (commit fea19f9)      s       × bare
-    bare                                                       38.91    1.00   runs 38.4-39.2
-    module (ClientMigrator, put)                               39.50    0.99   runs 38.8-39.9
-    module, write: apply                                       43.35    0.90
-  --concurrency 1 8 --repeat 3 --methods module ansible (the same commit, the next run)
-    concurrency 1: bare 96.49, module 96.12 (1.00), ansible-playbook 100.10 (0.96; 0.98 without ansible-check's 1.39 s)
-    concurrency 8: bare 42.36, module 43.73 (0.97), ansible-playbook 45.74 (0.93; 0.96 without ansible-check's 1.39 s)
-    ansible-noop 0.58 s, ansible-check 1.39 s: a module task with nothing to do costs 0.81 s beyond Ansible's own task
-  --concurrency 8 --repeat 5 --methods module ansible --skip-rewrites --skip-first-migration --skip-preflight
-  (commit 5c59125, load 0.1 at the start, 3.1 at the end)
-    bare 35.51 (runs 34.9-36.0), module 36.10 (0.98; runs 35.6-36.3), ansible-playbook 37.58 (0.94; runs 37.2-37.8;
-    the module's own line 36.4 s; 0.97 without ansible-check's 1.15 s); ansible-noop 0.47 s, ansible-check 1.15 s
+Results, run by run: benchmarks/README.md, section bench_real_apiserver.py.
 """
 
 import argparse

@@ -49,51 +49,7 @@ private temporary link to this checkout; no PYTHONPATH is needed. etcd, the apis
 machine: compare ratios within one run. JSON goes to benchmarks/results/rehearsal-<stamp>.json.
 Not a test: nothing is asserted.
 
-Results, 1,000,274 keys (commit 6b2a1c0; 2026-12-02 23:48, 2 cores shared with another engineer's rehearsal tests:
-load average 3.5 at the start, 4.1 at the end, 5-7 during the run; Debian's etcd 3.4.23 with TLS for the live and
-the scratch etcd, kube-apiserver 1.32.6 -> 1.33.5), the command above: 5,000 objects POSTed (500 Secrets, aescbc) and
-995,000 ConfigMaps put in bulk (158 s), live db 789.6 MiB; the rehearsal at the module's defaults (page_size 1000,
-pages_per_second 20):
-  rehearsal phase (the module's timings)       s     notes
-  copy                                      143.6    1,268 pages, 653 MiB: scratch etcd start 0.5 s, 12.5 s waiting
-                                                     for live pages, 121.2 s writing to the scratch etcd (about 8,300
-                                                     keys/s), the keys-only scan of the copy 9.4 s
-  start                                       3.9    apiserver until /readyz 3.7 s
-  read                                      304.6    LIST of every resource through the target, 2,045 requests
-  total                                     454.2    total - start 450.2 s: the 60 s goal is missed 7.5x
-  memory (MiB)     module growth 23.4, module max RSS 73.7 (the 3,374-key smoke run: 22.2 / 70.0: flat in the
-                   store's size); scratch etcd VmHWM 3,274; target apiserver 297; largest sum at one sample 3,626
-                   (at 153 s) against the module's estimate (room.memory_needed) 3,137: 14% under (since then
-                   the estimate is 4x the data + 768 MiB, not 3x: 3,926 here, 8% over)
-  CPU s            module 33.7, scratch etcd 257.8, target apiserver 19.7; live etcd during the whole rehearsal 22.8
-                   (1,709 ranges, 668.6 MiB sent) against 9.75 for the unthrottled audit and 5.62 for etcdctl get
-  live readers     etcdctl get 28.6 s (best of 2; 52.3 first), audit unthrottled 19.1 s (best of 2; 29.6 first)
-Compaction: the live etcd is read only during the copy, at one revision (6372), and that read ended within 143.6 s
-of its start: within etcd's 5-minute compaction interval with 2.1x room. The read phase (304.6 s) is on the scratch
-copy, which no live apiserver compacts. The idle background (8 ranges, 56 MiB sent, 3.8 CPU s in 5 s) is the live
-apiserver listing the 1M keys after its restart, not its steady state: no background is subtracted above.
-Scaling, against a 3,374-key run of the same command (--bulk-configmaps 3000, pages_per_second 0, a smoke run not
-saved): copy 1.62 -> 143.6 s (89x for 296x the keys: the scratch etcd's start is fixed), start 5.1 -> 3.9 s, read
-0.42 -> 304.6 s (725x: faster than linear; the scratch etcd logged 500-key ranges of the target's paged LIST taking
-108-168 ms halfway through the configmaps).
-The read's quadratic part is etcd counting the rest of the range on every LIST page (etcd-io/etcd#16510). At 302,274
-keys (--objects 2000 --secrets 100 --bulk-configmaps 300000 --pages-per-second 0, load 4 to 8, 2026-12-03), pages of
-500 objects read in 35.4 s (649 requests), pages of 5,000 in 14.7 s (106 requests; scratch etcd CPU 45.1 -> 30.9 s,
-target apiserver peak 289 -> 362 MiB); the module now reads a resource in about 100 pages of 500 to 5,000
-(``_rehearse/reader.page_size``). Re-run at 1,000,274 keys on 2026-12-03 (commit 9bcb7e3, etcd 3.5.30 of the k8s
-assets for the live and the scratch etcd, kube-apiserver 1.32.6 -> 1.33.5, load 2.3 at the start, 2.0 at the end,
-the same command): copy 70.4 s (27.5 s waiting for live pages, 30.6 s writing to the scratch etcd, the keys-only
-scan 11.3 s), start 3.0 s, read 38.7 s (was 304.6: 245 requests), total 113.9 s: total - start 110.9 s, the 60 s
-goal still missed 1.8x; module max RSS 82.1 MiB, target apiserver 362 MiB, largest sum at one sample 3,225 MiB
-against the estimate 3,926 (22% over); live etcd CPU during the rehearsal 16.5 s against 13.2 s for the
-unthrottled audit (20.8 s, 1,268 pages) and 7.7 s for etcdctl get (21.3 s).
-A live copy folds its keys by resource as it writes them (commit 73b58d0), instead of a keys-only scan of the whole
-copy once written. At 302,274 keys (--objects 2000 --secrets 100 --bulk-configmaps 300000 --page-size 1000
---pages-per-second 20 --skip-snapshot --skip-throttled-audit, load 0.1-1.4, etcd 3.5.30, 1.32.6 -> 1.33.5), against
-cdee701 through KUBEUPGRADE_BENCH_COLLECTIONS, taking turns: copy 17.88 and 18.06 s before (the scan 1.31 and 1.35 s),
-16.32 and 16.77 s after; total 25.59 and 25.85 s before, 24.23 and 24.97 s after. At the default throttle the copy is
-bound by it (20 pages of 1,000 keys a second: 15.1 s for these keys; 50 s at 1,000,000), so the 60 s goal at 1M keys
-cannot be met at the default throttle: the copy's floor and the read (38.7 s above) add up to more.
+Results, run by run: benchmarks/README.md, section bench_rehearsal.py.
 """
 
 import argparse

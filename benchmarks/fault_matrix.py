@@ -59,35 +59,7 @@ a totals row; JSON to benchmarks/results/faults-<stamp>.json (printed as the las
 Not a test: nothing is asserted; the exit status is 1 when a row is not clean (anything lost, changed, clobbered, a
 false record, a lost update, or a run that did not end as it should).
 
-Results at the defaults (20,000 ConfigMaps + 2,000 custom resources; commit bf2206f; 2 cores shared with another
-session's real-apiserver tests, load 4-8; 801 s in all, seeding 57 s, each fresh copy ready in 5-8 s): every fault
-landed mid-migration, every run ended as it should; 0 objects lost, 0 changed, 0 false [current] records, 0 custom
-resources left in v1alpha1 by a run that finished, 0 of 2,000 concurrent updates lost, 0 of 200 re-created objects
-clobbered. (``s`` here is the sum of the runs' seconds, as that commit printed it: two-runs' two overlapping runs
-took 84 s each.)
-
-  fault                s     rc     first line                                    notes
-  etcd-frozen          79.0  0      Migrated configmaps, gizmos... with the       struck at configmaps 550/20000, gizmos
-                                    client backend.                               550/2000; 0 retries (the requests waited)
-  etcd-restarted       83.1  0      Migrated ...                                  same point; 0 retries
-  apiserver-restarted  55.0  0      Migrated ...                                  apiserver 0 back in 4 s; 24 retries
-  killed-resumed      155.1  -9, 0  (killed) / Migrated ...                       checkpoints at 550 each; the re-run
-                                                                                  (152 s: 90 s for the killed run's Leases
-                                                                                  to expire) resumed both and verified
-  concurrent-updates   81.5  0      Migrated ...                                  2,000 acked, 0 lost; 1,686 409s
-  delete-recreate      75.9  0      Migrated ...                                  200 re-created, 0 clobbered; 69 409s
-  two-runs        84 (168.7) 0, 0   Skipped configmaps, gizmos...: another run    run b migrated 20,001 + 2,000 while
-                                    migrated and recorded it meanwhile. / Migr... run a waited for both Leases
-  token-revoked        10.7  1      Migration of 2 of 2 resources failed:         paced at qps 500; gizmos stopped too
-                                    configmaps: ... stopped at once after 1499    ("after 915 objects"; 916 were v1 in
-                                    objects: HTTP 401 Unauthorized ...            etcd: a write in flight at the 401),
-                                                                                  1,084 still v1alpha1, no record
-                                                                                  [current], storedVersions unpruned
-
-The same at ``--configmaps 1000 --crs 200`` (311 s in all, seeding 6 s): all 8 landed and ended as they should, 0
-lost, 0 changed, 0 false [current], 0 of 2,000 updates lost, 0 of 186 re-created clobbered; etcd-frozen 17 s,
-etcd-restarted 33 s, apiserver-restarted 16 s, killed-resumed 100 s, two-runs 15 s, token-revoked 11 s (gizmos had
-finished and were recorded [current]; configmaps stopped after 269 objects, not recorded).
+Results, run by run: benchmarks/README.md, section fault_matrix.py.
 """
 
 import argparse
