@@ -482,7 +482,7 @@ class ClientMigrator:
         except ApiError as error:
             if accept == FULL_JSON or not _no_protobuf_encoding(error):
                 raise
-            return self._get_as_json(path, query, f"{describe_failure(error)}")
+            return self._get_as_json(path, query, describe_failure(error))
         if not protobuf.served(response):
             self._note_encoding(ENCODING_JSON)
             return response, response.json()
