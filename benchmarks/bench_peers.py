@@ -26,9 +26,10 @@ Then the method brings the store to all-current:
                done when it returns
   b-ksvm       kube-storage-version-migrator 5c8923c (github.com/kubernetes-sigs/kube-storage-version-migrator): its
                two CRDs applied as its manifests/storage_migration_crd.yaml and manifests/storage_state_crd.yaml ship
-               them (read from ``KSVM_MANIFESTS``), ``trigger`` and ``migrator --kube-api-qps 50 --kube-api-burst
-               100`` started. That client rate is this benchmark's choice, not upstream's: the binary's defaults are
-               5 and 10 (``migrator --help``), and the project's manifests/migrator.yaml deploys it with
+               them (read from the directory ``KUBEUPGRADE_KSVM_MANIFESTS`` names; b-ksvm is refused without them),
+               ``trigger`` and ``migrator --kube-api-qps 50 --kube-api-burst 100`` started. That client rate is
+               this benchmark's choice, not upstream's: the binary's defaults are 5 and 10 (``migrator --help``), and
+               the project's manifests/migrator.yaml deploys it with
                ``--kube-api-qps=40 --kube-api-burst=1000`` (manifests/trigger.yaml gives the trigger no flags). The
                migrator lists and rewrites every object of every resource through that one client, so its seconds
                are bounded below by its requests / 50 (run 1: 24,369 API writes, about 490 s of its 536.5 s);
@@ -108,8 +109,9 @@ on_path("tests/integration", "tests", "collections")
 FROM, TO, ETCD = "1.35", "1.36", "3.5"
 SEED_THREADS = 8
 # storage_migration_crd.yaml and storage_state_crd.yaml as kubernetes-sigs/kube-storage-version-migrator ships them in
-# its manifests/ directory; the default is where this machine keeps a copy (KUBEUPGRADE_KSVM_MANIFESTS overrides it).
-KSVM_MANIFESTS = os.environ.get("KUBEUPGRADE_KSVM_MANIFESTS", "/work/shared/k8s-bin/ksvm-manifests")
+# its manifests/ directory: the directory holding them is KUBEUPGRADE_KSVM_MANIFESTS (b-ksvm only).
+KSVM_MANIFESTS = os.environ.get("KUBEUPGRADE_KSVM_MANIFESTS", "")
+KSVM_CRD_FILES = ("storage_migration_crd.yaml", "storage_state_crd.yaml")
 PROFILES = os.path.join(REPO, "tests", "fixtures", "k8s-storage-profiles.json")
 CRD_NAME, CRD_GROUP, CRD_PLURAL = "gizmos.bench.example.com", "bench.example.com", "gizmos"
 INTREE_API = "storagemigration.k8s.io/v1beta1"
@@ -472,7 +474,7 @@ def a_audit(run):
 
 def apply_ksvm_crds(conns):
     import yaml
-    for name in ("storage_migration_crd.yaml", "storage_state_crd.yaml"):
+    for name in KSVM_CRD_FILES:
         with open(os.path.join(KSVM_MANIFESTS, name), encoding="utf-8") as handle:
             for doc in yaml.safe_load_all(handle):
                 if doc:
@@ -891,6 +893,9 @@ def main():
     parser.add_argument("--workdir", help="keep the plane's files here (default: a temporary directory)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if "b-ksvm" in args.methods and not all(os.path.isfile(os.path.join(KSVM_MANIFESTS, f)) for f in KSVM_CRD_FILES):
+        parser.error(f"b-ksvm needs KUBEUPGRADE_KSVM_MANIFESTS: a directory holding {' and '.join(KSVM_CRD_FILES)} as "
+                     "kubernetes-sigs/kube-storage-version-migrator ships them in manifests/ (or leave b-ksvm out of --methods)")
     if args.child:
         config = json.loads(args.child)
         (scale_child if config.get("kind") == "scale" else a_audit_child)(config)
